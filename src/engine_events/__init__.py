@@ -1,0 +1,71 @@
+"""engine_events: the engine side of the run-event journal.
+
+Events are stored in an outbox table of the engine's own SQLite database in the same transaction as
+the engine's checkpoint, then projected as fsynced NDJSON lines to `<book>/events.jsonl`.
+"""
+
+from ._decode import Line, decode_line
+from ._events import (
+    STREAM_VERSION,
+    BankStop,
+    Ceiling,
+    Event,
+    Finished,
+    Hello,
+    PhaseCount,
+    Progress,
+    Spend,
+    UnitDone,
+)
+from ._exit_codes import ExitCode
+from ._line import LINE_BYTES_MAX, encode_line, format_time
+from ._money import require_micro_usd, usd_to_micro_usd
+from .errors import (
+    BookDirectoryError,
+    DurabilityError,
+    EngineEventsError,
+    EventError,
+    JournalWriteError,
+    LineError,
+    LineTooLong,
+    MalformedLine,
+    MoneyError,
+    NotInTransaction,
+    ProjectLocked,
+    SchemaMismatch,
+    UnsupportedVersion,
+)
+
+__all__ = [
+    "LINE_BYTES_MAX",
+    "STREAM_VERSION",
+    "BankStop",
+    "BookDirectoryError",
+    "Ceiling",
+    "DurabilityError",
+    "EngineEventsError",
+    "Event",
+    "EventError",
+    "ExitCode",
+    "Finished",
+    "Hello",
+    "JournalWriteError",
+    "Line",
+    "LineError",
+    "LineTooLong",
+    "MalformedLine",
+    "MoneyError",
+    "NotInTransaction",
+    "PhaseCount",
+    "Progress",
+    "ProjectLocked",
+    "SchemaMismatch",
+    "Spend",
+    "UnitDone",
+    "UnsupportedVersion",
+    "decode_line",
+    "encode_line",
+    "format_time",
+    "require_micro_usd",
+    "usd_to_micro_usd",
+]

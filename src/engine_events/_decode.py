@@ -1,0 +1,173 @@
+"""Reading a journal line back: the engine side's own reader, used by `verify`, `watch` and `status`.
+
+It accepts what the stream's minor versions may add (unknown fields, unknown event types) and refuses
+what no 1.x writer produces. Its verdicts are pinned by the shared test vectors in `tests/vectors/`,
+which the platform's separate decoder must reach too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ._events import STREAM_MAJOR
+from ._line import LINE_BYTES_MAX
+from .errors import MalformedLine, MoneyError, UnsupportedVersion
+from ._money import require_micro_usd
+
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One decoded line. `raw` is its exact bytes, newline included."""
+
+    seq: int
+    type: str
+    time: str
+    data: dict[str, Any]
+    raw: bytes
+
+
+def decode_line(raw: bytes) -> Line:
+    """Decode one complete line (ending in `\\n`); raise `MalformedLine` or `UnsupportedVersion`."""
+    if len(raw) > LINE_BYTES_MAX:
+        raise MalformedLine(f"line of {len(raw)} bytes exceeds {LINE_BYTES_MAX}")
+    if not raw.endswith(b"\n"):
+        raise MalformedLine("line does not end with a newline")
+    body = raw[:-1]
+    if body.startswith(b"\xef\xbb\xbf"):
+        raise MalformedLine("line starts with a byte-order mark")
+    if b"\r" in body:
+        raise MalformedLine("line contains a carriage return")
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise MalformedLine(f"not JSON: {error}") from error
+    if not isinstance(value, dict):
+        raise MalformedLine("line is not a JSON object")
+    seq = value.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        raise MalformedLine(f"seq must be an integer >= 1, got {seq!r}")
+    kind = value.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise MalformedLine("type must be a non-empty string")
+    time = value.get("time")
+    if not isinstance(time, str) or not _TIME.fullmatch(time):
+        raise MalformedLine(f"time must be RFC 3339 UTC with milliseconds, got {time!r}")
+    data = value.get("data")
+    if not isinstance(data, dict):
+        raise MalformedLine("data must be a JSON object")
+    check = _DATA_CHECKS.get(kind)
+    if check is not None:
+        try:
+            check(data)
+        except MoneyError as error:
+            raise MalformedLine(f"{kind}: {error}") from error
+    if kind == "hello" and seq != 1:
+        raise MalformedLine(f"hello must carry seq 1, got {seq}")
+    return Line(seq=seq, type=kind, time=time, data=data, raw=raw)
+
+
+def stream_major(hello: Line) -> int:
+    version = hello.data["stream_version"]
+    match = _VERSION.fullmatch(version)
+    if match is None:
+        raise MalformedLine(f"stream_version must look like MAJOR.MINOR, got {version!r}")
+    return int(match.group(1))
+
+
+def require_supported(hello: Line) -> None:
+    """Refuse a stream whose major version is not ours (minor versions are always read)."""
+    major = stream_major(hello)
+    if major != STREAM_MAJOR:
+        raise UnsupportedVersion(f"stream major version {major} is not supported (reads {STREAM_MAJOR}.x)")
+
+
+def _string(data: dict[str, Any], key: str, *, nullable: bool = False) -> None:
+    value = data.get(key)
+    if value is None and nullable:
+        return
+    if not isinstance(value, str):
+        raise MalformedLine(f"{key} must be a string, got {value!r}")
+
+
+def _count(data: dict[str, Any], key: str) -> None:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MalformedLine(f"{key} must be a non-negative integer, got {value!r}")
+
+
+def _object(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise MalformedLine(f"{key} must be a JSON object, got {value!r}")
+    return value
+
+
+def _check_hello(data: dict[str, Any]) -> None:
+    for key in ("stream_version", "engine_run_id", "book_id", "chunker_version"):
+        _string(data, key)
+    if not data["engine_run_id"]:
+        raise MalformedLine("engine_run_id must not be empty")
+    if _VERSION.fullmatch(data["stream_version"]) is None:
+        raise MalformedLine(f"stream_version must look like MAJOR.MINOR, got {data['stream_version']!r}")
+
+
+def _check_progress(data: dict[str, Any]) -> None:
+    for name, count in _object(data, "phases").items():
+        if not isinstance(count, dict):
+            raise MalformedLine(f"phase {name!r} must be an object")
+        _count(count, "done")
+        _count(count, "total")
+
+
+def _check_unit_done(data: dict[str, Any]) -> None:
+    _string(data, "unit")
+    _count(data, "index")
+
+
+def _check_bank_stop(data: dict[str, Any]) -> None:
+    _string(data, "signature")
+
+
+def _check_ceiling(data: dict[str, Any]) -> None:
+    if not isinstance(data.get("halted"), bool):
+        raise MalformedLine("halted must be a bool")
+    _string(data, "scope")
+    if "shortfall_micro_usd" in data:  # since 1.3; a 1.2 writer leaves it out
+        require_micro_usd(data["shortfall_micro_usd"], "shortfall_micro_usd")
+
+
+def _check_spend(data: dict[str, Any]) -> None:
+    require_micro_usd(data.get("committed_micro_usd"), "committed_micro_usd")
+
+
+def _check_finished(data: dict[str, Any]) -> None:
+    _string(data, "outcome")
+    code = data.get("exit_code")
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise MalformedLine(f"exit_code must be an integer, got {code!r}")
+    if data.get("stop") not in (None, "soft", "hard"):
+        raise MalformedLine(f"stop must be null, 'soft' or 'hard', got {data.get('stop')!r}")
+    _string(data, "refusal", nullable=True)
+    volume = _object(data, "volume")
+    _count(volume, "units_done")
+    _count(volume, "units_total")
+    if "money" in data:  # since 1.3
+        require_micro_usd(_object(data, "money").get("committed_micro_usd"), "committed_micro_usd")
+
+
+_DATA_CHECKS = {
+    "hello": _check_hello,
+    "progress": _check_progress,
+    "unit_done": _check_unit_done,
+    "bank_stop": _check_bank_stop,
+    "ceiling": _check_ceiling,
+    "spend": _check_spend,
+    "finished": _check_finished,
+}

@@ -1,0 +1,213 @@
+"""The vocabulary of stream version 1.3: one frozen dataclass per event type.
+
+Each event validates its fields when it is built, so a bad value fails in the host's code, at the
+call that made it, and never reaches the outbox. `data()` gives the `data` object of the line with
+its keys in the documented order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from ._money import require_micro_usd
+from .errors import EventError
+
+STREAM_VERSION = "1.3"
+STREAM_MAJOR = 1
+
+StopKind = Literal["soft", "hard"]
+
+
+def _require_str(value: object, name: str, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise EventError(f"{name} must be a string, got {type(value).__name__}")
+    if not allow_empty and not value:
+        raise EventError(f"{name} must not be empty")
+    return value
+
+
+def _require_count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise EventError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+class Event:
+    """Base of the event types; `type` is the line's `type` field."""
+
+    type: ClassVar[str]
+
+    def data(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Hello(Event):
+    """First line of every stream, always seq 1. The emitter writes it; hosts do not."""
+
+    type: ClassVar[str] = "hello"
+    engine_run_id: str
+    book_id: str
+    chunker_version: str
+    stream_version: str = STREAM_VERSION
+
+    def __post_init__(self) -> None:
+        _require_str(self.engine_run_id, "engine_run_id")
+        _require_str(self.book_id, "book_id")
+        _require_str(self.chunker_version, "chunker_version", allow_empty=True)
+        _require_str(self.stream_version, "stream_version")
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "stream_version": self.stream_version,
+            "engine_run_id": self.engine_run_id,
+            "book_id": self.book_id,
+            "chunker_version": self.chunker_version,
+        }
+
+
+@dataclass(frozen=True)
+class PhaseCount:
+    done: int
+    total: int
+
+    def __post_init__(self) -> None:
+        _require_count(self.done, "done")
+        _require_count(self.total, "total")
+
+
+@dataclass(frozen=True)
+class Progress(Event):
+    """A full snapshot of the per-phase counters; the latest one wins."""
+
+    type: ClassVar[str] = "progress"
+    phases: Mapping[str, PhaseCount]
+
+    def __post_init__(self) -> None:
+        for name, count in self.phases.items():
+            _require_str(name, "phase name")
+            if not isinstance(count, PhaseCount):
+                raise EventError(f"phase {name!r} must be a PhaseCount")
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "phases": {
+                name: {"done": count.done, "total": count.total}
+                for name, count in self.phases.items()
+            }
+        }
+
+
+@dataclass(frozen=True)
+class UnitDone(Event):
+    """A unit (chapter) was produced; the platform records it once."""
+
+    type: ClassVar[str] = "unit_done"
+    unit: str
+    index: int
+
+    def __post_init__(self) -> None:
+        _require_str(self.unit, "unit")
+        _require_count(self.index, "index")
+
+    def data(self) -> dict[str, Any]:
+        return {"unit": self.unit, "index": self.index}
+
+
+@dataclass(frozen=True)
+class BankStop(Event):
+    """The engine stopped on a bank signature (exit 3)."""
+
+    type: ClassVar[str] = "bank_stop"
+    signature: str
+
+    def __post_init__(self) -> None:
+        _require_str(self.signature, "signature")
+
+    def data(self) -> dict[str, Any]:
+        return {"signature": self.signature}
+
+
+@dataclass(frozen=True)
+class Ceiling(Event):
+    """Stopped by the book's money ceiling: resumable, not a failure.
+
+    `shortfall_micro_usd` is the engine's pre-call estimate of what is missing.
+    """
+
+    type: ClassVar[str] = "ceiling"
+    shortfall_micro_usd: int
+    halted: bool = True
+    scope: Literal["book"] = "book"
+
+    def __post_init__(self) -> None:
+        require_micro_usd(self.shortfall_micro_usd, "shortfall_micro_usd")
+        if not isinstance(self.halted, bool):
+            raise EventError("halted must be a bool")
+        if self.scope != "book":
+            raise EventError(f"scope must be 'book', got {self.scope!r}")
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "halted": self.halted,
+            "scope": self.scope,
+            "shortfall_micro_usd": self.shortfall_micro_usd,
+        }
+
+
+@dataclass(frozen=True)
+class Spend(Event):
+    """CUMULATIVE committed spend of the book's ledger (never a delta): duplicates are harmless.
+
+    Freshness only: building enforcement on this event is forbidden, because the stream is
+    at-least-once and a crash truncates it.
+    """
+
+    type: ClassVar[str] = "spend"
+    committed_micro_usd: int
+
+    def __post_init__(self) -> None:
+        require_micro_usd(self.committed_micro_usd, "committed_micro_usd")
+
+    def data(self) -> dict[str, Any]:
+        return {"committed_micro_usd": self.committed_micro_usd}
+
+
+@dataclass(frozen=True)
+class Finished(Event):
+    """The last line of a stream that ended on purpose."""
+
+    type: ClassVar[str] = "finished"
+    outcome: str
+    exit_code: int
+    units_done: int
+    units_total: int
+    committed_micro_usd: int
+    stop: StopKind | None = None
+    refusal: str | None = None
+
+    def __post_init__(self) -> None:
+        _require_str(self.outcome, "outcome")
+        if isinstance(self.exit_code, bool) or not isinstance(self.exit_code, int):
+            raise EventError("exit_code must be an integer")
+        if not 0 <= self.exit_code <= 255:
+            raise EventError(f"exit_code must be 0..255, got {self.exit_code}")
+        _require_count(self.units_done, "units_done")
+        _require_count(self.units_total, "units_total")
+        require_micro_usd(self.committed_micro_usd, "committed_micro_usd")
+        if self.stop not in (None, "soft", "hard"):
+            raise EventError(f"stop must be null, 'soft' or 'hard', got {self.stop!r}")
+        if self.refusal is not None:
+            _require_str(self.refusal, "refusal")
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "exit_code": self.exit_code,
+            "stop": self.stop,
+            "refusal": self.refusal,
+            "volume": {"units_done": self.units_done, "units_total": self.units_total},
+            "money": {"committed_micro_usd": self.committed_micro_usd},
+        }

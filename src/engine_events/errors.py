@@ -1,0 +1,121 @@
+"""The errors `engine_events` raises, rooted in one class.
+
+    EngineEventsError
+     ├── MoneyError (ValueError)           a money value that is not integer micro-USD
+     ├── EventError (ValueError)           an event that cannot be encoded as a stream 1.3 line
+     │    └── LineTooLong                  the encoded line would pass the 1 MiB limit
+     ├── LineError (ValueError)            a journal line a reader must refuse
+     │    ├── MalformedLine                bad UTF-8 or JSON, wrong types, bad money, too long
+     │    └── UnsupportedVersion           a hello of a stream major other than 1
+     ├── NotInTransaction (RuntimeError)   `emit` called outside the host's open transaction
+     ├── DurabilityError                   the host's SQLite connection does not commit durably
+     ├── SchemaMismatch                    the database was written by a newer engine_events
+     ├── ProjectLocked                     another process holds the book's lock
+     ├── BookDirectoryError (OSError)      the book directory is missing or not writable
+     └── JournalWriteError (OSError)       the journal could not be written (policy "fail")
+
+Each error that maps to an engine exit code carries it as `exit_code` (see `ExitCode`).
+"""
+
+from __future__ import annotations
+
+from ._exit_codes import ExitCode
+
+
+class EngineEventsError(Exception):
+    """Root of every error raised by `engine_events`."""
+
+    exit_code: ExitCode = ExitCode.INFRA
+
+
+class MoneyError(EngineEventsError, ValueError):
+    """A money value that is not a non-negative integer of micro-USD.
+
+    Floats, strings, None and bools are refused, never read as zero.
+    """
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        super().__init__(f"money field {field!r}: {reason} (got {type(value).__name__})")
+        self.field = field
+        self.reason = reason
+
+
+class EventError(EngineEventsError, ValueError):
+    """An event whose fields cannot be put on a stream 1.3 line."""
+
+
+class LineTooLong(EventError):
+    """The encoded line would be longer than the 1 MiB limit (including its newline)."""
+
+    def __init__(self, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(f"line of {size_bytes} bytes exceeds the limit of {limit_bytes} bytes")
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+
+
+class LineError(EngineEventsError, ValueError):
+    """A journal line that a reader must refuse; `kind` is the verdict's name."""
+
+    kind = "malformed"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class MalformedLine(LineError):
+    """The line is not a valid stream 1.x line: bad UTF-8 or JSON, wrong types, bad money."""
+
+    kind = "malformed"
+
+
+class UnsupportedVersion(LineError):
+    """A `hello` of a stream major this reader does not speak."""
+
+    kind = "unsupported_version"
+
+
+class NotInTransaction(EngineEventsError, RuntimeError):
+    """`emit` was called while the host's connection had no open transaction.
+
+    An event must be committed together with the checkpoint it describes.
+    """
+
+
+class DurabilityError(EngineEventsError):
+    """The host's SQLite connection would not make a commit durable before its line is written."""
+
+    exit_code = ExitCode.CONFIG_INVALID
+
+
+class SchemaMismatch(EngineEventsError):
+    """The book's database carries a newer engine_events schema than this code knows."""
+
+    exit_code = ExitCode.SCHEMA_MISMATCH
+
+    def __init__(self, found_version: int, known_version: int) -> None:
+        super().__init__(
+            f"database schema version {found_version} is newer than this engine_events "
+            f"(knows up to {known_version}); refusing to touch it"
+        )
+        self.found_version = found_version
+        self.known_version = known_version
+
+
+class ProjectLocked(EngineEventsError):
+    """Another live process holds the book's `.engine.lock`."""
+
+    exit_code = ExitCode.PROJECT_LOCKED
+
+
+class BookDirectoryError(EngineEventsError, OSError):
+    """The book directory is missing, not a directory, or not writable."""
+
+    exit_code = ExitCode.SOURCE_UNREADABLE
+
+
+class JournalWriteError(EngineEventsError, OSError):
+    """The journal could not be written and the host chose the `fail` policy.
+
+    The committed rows stay in the outbox; the next start projects them.
+    """

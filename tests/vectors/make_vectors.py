@@ -1,0 +1,220 @@
+"""Writes the shared test-vector corpus: `lines.json`, `journals/*.jsonl` and `journals.json`.
+
+Both sides read these files and must reach the verdicts written here: the engine's `verify` and the
+platform's decoder and tailer. The files are committed; `test_vectors_are_current` checks that running
+this script again changes nothing, so an edit here is an edit of the contract, made on purpose.
+
+Run: python tests/vectors/make_vectors.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+T = "2026-11-30T02:08:57.213Z"
+RUN_A = "0b6c1f3e-8a57-4d0b-9a63-2f7c4f0e5a11"
+RUN_B = "5d2e9c40-3b1a-4f8e-8c7d-6a9b0c1d2e33"
+BOOK = "book-vectors"
+
+
+def line(seq: int, kind: str, data: dict[str, Any], time: str = T) -> str:
+    return json.dumps({"seq": seq, "type": kind, "time": time, "data": data}, separators=(",", ":"))
+
+
+def hello(run: str, version: str = "1.3", book: str = BOOK) -> str:
+    data = {"stream_version": version, "engine_run_id": run, "book_id": book, "chunker_version": "c1"}
+    return line(1, "hello", data)
+
+
+def spend(seq: int, amount: Any) -> str:
+    return line(seq, "spend", {"committed_micro_usd": amount})
+
+
+def finished(seq: int, code: int = 0, outcome: str = "clean", stop: str | None = None) -> str:
+    return line(
+        seq,
+        "finished",
+        {
+            "outcome": outcome,
+            "exit_code": code,
+            "stop": stop,
+            "refusal": None,
+            "volume": {"units_done": 2, "units_total": 2},
+            "money": {"committed_micro_usd": 2000},
+        },
+    )
+
+
+# Single lines. A verdict is "ok", "malformed" or "unsupported_version".
+LINES: list[dict[str, Any]] = [
+    {"name": "hello", "line": hello(RUN_A), "verdict": "ok"},
+    {"name": "hello_newer_minor", "line": hello(RUN_A, "1.9"), "verdict": "ok"},
+    {"name": "hello_older_minor", "line": hello(RUN_A, "1.2"), "verdict": "ok"},
+    {"name": "hello_major_2", "line": hello(RUN_A, "2.0"), "verdict": "unsupported_version"},
+    {"name": "hello_major_0", "line": hello(RUN_A, "0.9"), "verdict": "unsupported_version"},
+    {"name": "hello_version_not_a_version", "line": hello(RUN_A, "one"), "verdict": "malformed"},
+    {"name": "hello_not_seq_1", "line": hello(RUN_A).replace('"seq":1', '"seq":2'), "verdict": "malformed"},
+    {"name": "hello_empty_run_id", "line": hello(""), "verdict": "malformed"},
+    {
+        "name": "progress",
+        "line": line(2, "progress", {"phases": {"draft": {"done": 1, "total": 4}}}),
+        "verdict": "ok",
+    },
+    {
+        "name": "progress_negative_count",
+        "line": line(2, "progress", {"phases": {"draft": {"done": -1, "total": 4}}}),
+        "verdict": "malformed",
+    },
+    {"name": "unit_done", "line": line(3, "unit_done", {"unit": "u-0001", "index": 0}), "verdict": "ok"},
+    {"name": "unit_done_index_string", "line": line(3, "unit_done", {"unit": "u", "index": "0"}), "verdict": "malformed"},
+    {"name": "bank_stop", "line": line(3, "bank_stop", {"signature": "sig-7"}), "verdict": "ok"},
+    {
+        "name": "ceiling",
+        "line": line(3, "ceiling", {"halted": True, "scope": "book", "shortfall_micro_usd": 250}),
+        "verdict": "ok",
+    },
+    {
+        "name": "ceiling_1_2_without_shortfall",
+        "line": line(3, "ceiling", {"halted": True, "scope": "book"}),
+        "verdict": "ok",
+    },
+    {
+        "name": "ceiling_shortfall_float",
+        "line": line(3, "ceiling", {"halted": True, "scope": "book", "shortfall_micro_usd": 2.5}),
+        "verdict": "malformed",
+    },
+    {"name": "spend", "line": spend(4, 1250000), "verdict": "ok"},
+    {"name": "spend_zero", "line": spend(4, 0), "verdict": "ok"},
+    {"name": "spend_float", "line": spend(4, 1.5), "verdict": "malformed"},
+    {"name": "spend_integral_float", "line": spend(4, 12.0), "verdict": "malformed"},
+    {"name": "spend_string_null", "line": spend(4, "null"), "verdict": "malformed"},
+    {"name": "spend_string_number", "line": spend(4, "12"), "verdict": "malformed"},
+    {"name": "spend_null", "line": spend(4, None), "verdict": "malformed"},
+    {"name": "spend_negative", "line": spend(4, -3), "verdict": "malformed"},
+    {"name": "spend_bool", "line": spend(4, True), "verdict": "malformed"},
+    {"name": "spend_missing", "line": line(4, "spend", {}), "verdict": "malformed"},
+    {"name": "spend_over_int64", "line": spend(4, 2**63), "verdict": "malformed"},
+    {"name": "finished", "line": finished(5), "verdict": "ok"},
+    {"name": "finished_soft_stop", "line": finished(5, 5, "graceful_stop", "soft"), "verdict": "ok"},
+    {"name": "finished_bad_stop", "line": finished(5, 5, "graceful_stop", "gentle"), "verdict": "malformed"},
+    {
+        "name": "finished_money_string",
+        "line": finished(5).replace('"committed_micro_usd":2000', '"committed_micro_usd":"2000"'),
+        "verdict": "malformed",
+    },
+    {"name": "unknown_type", "line": line(6, "heartbeat", {"anything": [1, 2]}), "verdict": "ok"},
+    {"name": "unknown_field", "line": spend(4, 7).replace("}}", ',"currency":"USD"}}'), "verdict": "ok"},
+    {"name": "not_json", "line": '{"seq":1,"type":', "verdict": "malformed"},
+    {"name": "not_an_object", "line": "[1,2,3]", "verdict": "malformed"},
+    {"name": "empty_line", "line": "", "verdict": "malformed"},
+    {"name": "nan", "line": '{"seq":4,"type":"spend","time":"' + T + '","data":{"committed_micro_usd":NaN}}', "verdict": "malformed"},
+    {"name": "seq_zero", "line": spend(4, 1).replace('"seq":4', '"seq":0'), "verdict": "malformed"},
+    {"name": "seq_string", "line": spend(4, 1).replace('"seq":4', '"seq":"4"'), "verdict": "malformed"},
+    {"name": "seq_float", "line": spend(4, 1).replace('"seq":4', '"seq":4.0'), "verdict": "malformed"},
+    {"name": "time_without_millis", "line": spend(4, 1).replace(T, "2026-11-30T02:08:57Z"), "verdict": "malformed"},
+    {"name": "time_with_offset", "line": spend(4, 1).replace(T, "2026-11-30T02:08:57.213+00:00"), "verdict": "malformed"},
+    {"name": "data_not_object", "line": '{"seq":4,"type":"spend","time":"' + T + '","data":7}', "verdict": "malformed"},
+    {"name": "deep_nesting", "line": line(4, "heartbeat", {}).replace("{}", "[" * 2000 + "]" * 2000), "verdict": "malformed"},
+]
+
+# Lines given as hex because they are not valid text.
+BYTE_LINES: list[dict[str, Any]] = [
+    {"name": "invalid_utf8", "hex": (b'{"seq":4,"type":"x\xff","time":"' + T.encode() + b'","data":{}}').hex(), "verdict": "malformed"},
+    {"name": "byte_order_mark", "hex": (b"\xef\xbb\xbf" + hello(RUN_A).encode()).hex(), "verdict": "malformed"},
+    {"name": "carriage_return", "hex": (spend(4, 1).encode() + b"\r").hex(), "verdict": "malformed"},
+]
+
+
+def journal(*parts: str, tail: str = "") -> bytes:
+    """The bytes of a journal: each part a complete line, then an optional unterminated tail."""
+    return "".join(p + "\n" for p in parts).encode() + tail.encode()
+
+
+a_spend_1 = spend(2, 1000)
+a_spend_1_other = spend(2, 9999)
+
+# Whole journals. Each stream's verdict: "ok", "gap", "payload_conflict", "malformed",
+# "unsupported_version"; for a problem, the 1-based line number and byte offset where the offending
+# line starts, and its seq (null when the line has none). Streams are listed in file order;
+# problems before any hello belong to no stream ("engine_run_id": null).
+JOURNALS: dict[str, tuple[bytes, list[dict[str, Any]]]] = {
+    "clean": (journal(hello(RUN_A), a_spend_1, spend(3, 2000), finished(4)), [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 4}]),
+    "duplicates": (
+        journal(hello(RUN_A), a_spend_1, spend(3, 2000), a_spend_1, spend(3, 2000), hello(RUN_A), finished(4)),
+        [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 4}],
+    ),
+    "gap": (journal(hello(RUN_A), a_spend_1, spend(4, 2000)), [{"engine_run_id": RUN_A, "verdict": "gap", "line": 3, "seq": 4}]),
+    "conflict_on_last": (
+        journal(hello(RUN_A), a_spend_1, a_spend_1_other),
+        [{"engine_run_id": RUN_A, "verdict": "payload_conflict", "line": 3, "seq": 2}],
+    ),
+    "conflict_on_earlier": (
+        journal(hello(RUN_A), a_spend_1, spend(3, 2000), spend(4, 3000), a_spend_1_other),
+        [{"engine_run_id": RUN_A, "verdict": "payload_conflict", "line": 5, "seq": 2}],
+    ),
+    "unterminated_tail": (
+        journal(hello(RUN_A), a_spend_1, tail=spend(3, 2000)[:20]),
+        [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 2}],
+    ),
+    "resume_two_streams": (
+        journal(hello(RUN_A), a_spend_1, finished(3, 4, "ceiling"), hello(RUN_B), spend(2, 3000), finished(3)),
+        [
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3},
+            {"engine_run_id": RUN_B, "verdict": "ok", "last_seq": 3},
+        ],
+    ),
+    "line_before_hello": (
+        journal(a_spend_1, hello(RUN_A), spend(2, 1000)),
+        [
+            {"engine_run_id": None, "verdict": "malformed", "line": 1, "seq": 2},
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 2},
+        ],
+    ),
+    "malformed_in_stream": (
+        journal(hello(RUN_A), spend(2, "12"), spend(3, 2000)),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 2, "seq": 2}],
+    ),
+    "bad_json_in_stream": (
+        journal(hello(RUN_A), a_spend_1, '{"seq":3,"type":"spe'),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 3, "seq": None}],
+    ),
+    "major_refused": (
+        journal(hello(RUN_A, "2.0"), spend(2, 1000), hello(RUN_B), spend(2, 1000)),
+        [
+            {"engine_run_id": RUN_A, "verdict": "unsupported_version", "line": 1, "seq": 1},
+            {"engine_run_id": RUN_B, "verdict": "ok", "last_seq": 2},
+        ],
+    ),
+    "newer_minor_unknown_type": (
+        journal(hello(RUN_A, "1.7"), line(2, "heartbeat", {"x": 1}), spend(3, 1000)),
+        [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3}],
+    ),
+}
+
+
+def _offset_of_line(content: bytes, number: int) -> int:
+    offset = 0
+    for _ in range(number - 1):
+        offset = content.index(b"\n", offset) + 1
+    return offset
+
+
+def main() -> None:
+    (HERE / "lines.json").write_text(
+        json.dumps({"text_lines": LINES, "byte_lines": BYTE_LINES}, indent=1, ensure_ascii=False) + "\n"
+    )
+    manifest = []
+    for name, (content, streams) in JOURNALS.items():
+        (HERE / "journals" / f"{name}.jsonl").write_bytes(content)
+        for stream in streams:
+            if "line" in stream:
+                stream["offset"] = _offset_of_line(content, stream["line"])
+        manifest.append({"file": f"journals/{name}.jsonl", "streams": streams})
+    (HERE / "journals.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
