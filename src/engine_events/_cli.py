@@ -1,0 +1,108 @@
+"""`engine-events`: the engine side's command (demo, status, verify, watch)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._demo import DemoOptions, StopRequests, run_demo
+from ._schema import DATABASE_FILE_NAME
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+    return value
+
+
+def _stages(text: str) -> tuple[str, ...]:
+    stages = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not stages or len(set(stages)) != len(stages):
+        raise argparse.ArgumentTypeError("stages must be distinct, comma-separated names")
+    return stages
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="engine-events", description=__doc__)
+    parser.add_argument("--log-level", default="INFO", help="logging level on stderr (default INFO)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="run the reference engine on a book directory")
+    demo.add_argument("book_dir", type=Path)
+    demo.add_argument("--units", type=_positive_int, default=6)
+    demo.add_argument("--stages", type=_stages, default=("draft", "edit"))
+    demo.add_argument("--unit-cost-micro-usd", type=_positive_int, default=250_000)
+    demo.add_argument("--ceiling-micro-usd", type=_positive_int, default=None)
+    demo.add_argument("--pace-ms", type=_positive_int, default=100)
+    demo.add_argument("--engine-run-id", default=None)
+    demo.add_argument("--book-id", default=None, help="default: the directory's name")
+    demo.add_argument(
+        "--on-journal-error",
+        choices=("degrade", "fail"),
+        default="degrade",
+        help="degrade: keep going, events wait in the outbox (default); fail: exit 1",
+    )
+
+    status = commands.add_parser("status", help="report on a stopped run (the repair channel)")
+    status.add_argument("book_dir", type=Path)
+    status.add_argument("--json", action="store_true", required=True, help="JSON output (required)")
+    status.add_argument("--repair", action="store_true", help="cut a torn tail, project the backlog")
+    status.add_argument("--database", default=DATABASE_FILE_NAME, help="the database's file name")
+
+    verify = commands.add_parser("verify", help="check a journal file")
+    verify.add_argument("journal", type=Path)
+    verify.add_argument("--json", action="store_true")
+
+    watch = commands.add_parser("watch", help="a live view of a book for a person")
+    watch.add_argument("book_dir", type=Path)
+    watch.add_argument("--once", action="store_true", help="show one snapshot and exit")
+    watch.add_argument("--follow", action="store_true", help="keep following after `finished`")
+    watch.add_argument("--timeout-s", type=float, default=None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "demo":
+        stops = StopRequests()
+        stops.install()
+        options = DemoOptions(
+            units=args.units,
+            stages=args.stages,
+            unit_cost_micro_usd=args.unit_cost_micro_usd,
+            ceiling_micro_usd=args.ceiling_micro_usd,
+            pace_ms=args.pace_ms,
+            engine_run_id=args.engine_run_id,
+            book_id=args.book_id,
+            on_journal_error=args.on_journal_error,
+        )
+        args.book_dir.mkdir(parents=True, exist_ok=True)  # a demo may start a new book
+        return run_demo(args.book_dir, options, stops=stops)
+    if args.command == "status":
+        from ._status import command as status_command
+
+        return status_command(args.book_dir, database_name=args.database, repair_first=args.repair)
+    if args.command == "verify":
+        from ._verify import command as verify_command
+
+        return verify_command(args.journal, as_json=args.json)
+    if args.command == "watch":
+        from ._watch import command as watch_command
+
+        return watch_command(
+            args.book_dir, once=args.once, exit_on_finish=not args.follow, timeout_s=args.timeout_s
+        )
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""The emitter: the host's events stored in its own transaction, then projected to the journal.
+
+    emitter = Emitter.open(conn, book_dir, chunker_version="c1")   # lock, recover, hello
+    with emitter.transaction():                                    # BEGIN IMMEDIATE ... COMMIT
+        conn.execute("INSERT INTO checkpoint ...")                 # the host's own rows
+        emitter.emit(Spend(committed_micro_usd=1_250_000))         # the event, same transaction
+    # after COMMIT the transaction() block has projected the new lines (write + fsync)
+    emitter.close()
+
+An event exists iff the checkpoint committed: `emit` runs inside the host's transaction, which
+allocates the seq and stores the exact line bytes, and is rolled back with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from . import _sql
+from ._events import Event, Hello
+from ._journal_file import JournalFile, JournalIO, OsJournalIO
+from ._line import encode_line, now_time
+from ._lock import BookLock
+from ._projection import Projector
+from ._schema import migrate, require_durable
+from ._status_file import write_status_file
+from .errors import EngineEventsError, EventError, JournalWriteError, NotInTransaction
+
+JournalErrorPolicy = Literal["degrade", "fail"]
+
+log = logging.getLogger("engine_events")
+
+
+class Emitter:
+    """The engine side of the seam for one process (one stream). Build it with `Emitter.open`."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        book_dir: Path,
+        lock: BookLock,
+        journal: JournalFile,
+        *,
+        on_journal_error: JournalErrorPolicy,
+        status_interval_s: float,
+    ) -> None:
+        self._conn = conn
+        self.book_dir = book_dir
+        self._lock = lock
+        self._journal = journal
+        self._projector = Projector(conn, journal)
+        self._policy: JournalErrorPolicy = on_journal_error
+        self._status_interval_s = status_interval_s
+        self._status_written_at = 0.0
+        self._degraded = False
+        self._earlier_streams_pending = False
+        self._stream_no = 0
+        self._last_seq = 0
+        self._latest_progress: dict[str, Any] | None = None
+        self.engine_run_id = ""
+        self.book_id = ""
+
+    # -- life ----------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        conn: sqlite3.Connection,
+        book_dir: Path | str,
+        *,
+        book_id: str | None = None,
+        chunker_version: str = "",
+        engine_run_id: str | None = None,
+        on_journal_error: JournalErrorPolicy = "degrade",
+        lock: BookLock | None = None,
+        io: JournalIO | None = None,
+        status_interval_s: float = 1.0,
+    ) -> Emitter:
+        """Take the book lock, recover, and start a new stream with its `hello` (seq 1).
+
+        Recovery runs in the order of the contract: (1) a torn tail is cut back to the last `\\n`,
+        (2) committed rows of earlier streams that were not projected are appended, byte-identical,
+        (3) the new stream's hello is committed and projected.
+        """
+        if on_journal_error not in ("degrade", "fail"):
+            raise ValueError(f"on_journal_error must be 'degrade' or 'fail', not {on_journal_error!r}")
+        book_path = Path(book_dir)
+        owned_lock = lock is None
+        held = BookLock(book_path) if lock is None else lock
+        try:
+            require_durable(conn)
+            migrate(conn)
+            emitter = cls(
+                conn,
+                book_path,
+                held,
+                JournalFile(book_path, io or OsJournalIO()),
+                on_journal_error=on_journal_error,
+                status_interval_s=status_interval_s,
+            )
+            emitter._degraded = emitter._journal_state() == "degraded"
+            emitter._recover()
+            emitter._begin_stream(
+                engine_run_id or str(uuid.uuid4()), book_id or book_path.name, chunker_version
+            )
+        except BaseException:
+            if owned_lock:
+                held.close()
+            raise
+        return emitter
+
+    def close(self) -> None:
+        """Project what is left, record the watermark durably, write status.json, drop the lock."""
+        try:
+            if self._lock.held:
+                self.flush()
+                self._projector.record_watermarks()
+                self._write_status(force=True)
+        finally:
+            self._journal.close()
+            self._lock.close()
+
+    def __enter__(self) -> Emitter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- events --------------------------------------------------------------------------------
+
+    def emit(self, event: Event) -> int:
+        """Store `event` as the stream's next line, inside the host's open transaction.
+
+        Returns its seq. Raises `NotInTransaction` outside a transaction, `EventError` for an event
+        that cannot be a line (a `hello`, a line over 1 MiB). Nothing is written to the file here.
+        """
+        if isinstance(event, Hello):
+            raise EventError("the emitter writes the hello itself, at the start of the stream")
+        return self._store(event)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """`BEGIN IMMEDIATE` on the host's connection; COMMIT on success, then project the lines.
+
+        An exception rolls the transaction back (a failed rollback is logged, not raised over the
+        first error) and nothing of it reaches the journal.
+        """
+        if self._conn.in_transaction:
+            raise EngineEventsError("a transaction is already open on the host's connection")
+        self._conn.execute(_sql.BEGIN_IMMEDIATE)
+        try:
+            yield self._conn
+        except BaseException:
+            try:
+                self._conn.rollback()
+            except sqlite3.Error as rollback_error:
+                log.error("rollback failed after an error in the transaction: %s", rollback_error)
+            raise
+        self._conn.commit()  # durable: the connection was checked for WAL + synchronous=FULL
+        self.flush()
+
+    def flush(self) -> None:
+        """Project the committed rows not yet in the journal. Call it after every commit.
+
+        With the `degrade` policy a failing disk leaves the rows in the outbox, records
+        `journal: degraded` and returns; the next flush tries again. With `fail` it raises
+        `JournalWriteError` (the rows stay committed; the next start projects them).
+        """
+        if self._conn.in_transaction:
+            raise EngineEventsError("flush() runs after COMMIT, never inside a transaction")
+        try:
+            if not self._journal.is_open:
+                self._journal.open()
+            if self._earlier_streams_pending:
+                self._projector.recover()
+                self._projector.record_watermarks()
+                self._earlier_streams_pending = False
+            self._projector.project_stream(self._stream_no)
+        except OSError as error:
+            self._on_journal_error(error)
+            return
+        if self._degraded:
+            self._set_journal_state("ok")
+            log.warning("journal: writable again; the outbox backlog is projected")
+        self._write_status(force=False)
+
+    # -- state for people ----------------------------------------------------------------------
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    @property
+    def journal_degraded(self) -> bool:
+        return self._degraded
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        try:
+            self._journal.open()  # cuts the torn tail: step (1)
+            self._projector.recover()  # step (2)
+        except OSError as error:
+            self._earlier_streams_pending = True
+            self._on_journal_error(error)
+        else:
+            self._projector.record_watermarks()
+
+    def _begin_stream(self, engine_run_id: str, book_id: str, chunker_version: str) -> None:
+        hello = Hello(engine_run_id=engine_run_id, book_id=book_id, chunker_version=chunker_version)
+        self._conn.execute(_sql.BEGIN_IMMEDIATE)
+        try:
+            if self._conn.execute(_sql.STREAM_BY_RUN_ID, {"engine_run_id": engine_run_id}).fetchone():
+                raise EventError("this engine_run_id already names a stream of this book")
+            cursor = self._conn.execute(
+                _sql.STREAM_INSERT, {"engine_run_id": engine_run_id, "book_id": book_id}
+            )
+            self._stream_no = int(cursor.lastrowid or 0)
+            self._store(hello)
+        except BaseException:
+            self._conn.rollback()
+            raise
+        self._conn.commit()
+        self.engine_run_id = engine_run_id
+        self.book_id = book_id
+        self.flush()  # step (3)
+
+    def _store(self, event: Event) -> int:
+        if not self._conn.in_transaction:
+            raise NotInTransaction(
+                f"emit({event.type}) outside a transaction: an event must be committed together "
+                "with the checkpoint it describes"
+            )
+        projected = self._projector.projected.get(self._stream_no, 0)
+        row = self._conn.execute(
+            _sql.SEQ_NEXT, {"stream_no": self._stream_no, "projected_seq": projected}
+        ).fetchone()
+        if row is None:
+            raise EngineEventsError("the stream row is missing: the database was changed under us")
+        seq = int(row[0])
+        try:
+            line = encode_line(seq, event, now_time())
+        except EventError:
+            self._conn.execute(_sql.SEQ_GIVE_BACK, {"stream_no": self._stream_no, "seq": seq})
+            raise
+        self._conn.execute(
+            _sql.OUTBOX_INSERT,
+            {"stream_no": self._stream_no, "seq": seq, "type": event.type, "line": line},
+        )
+        self._last_seq = seq
+        if event.type == "progress":
+            self._latest_progress = event.data()["phases"]
+        return seq
+
+    def _on_journal_error(self, error: OSError) -> None:
+        if self._policy == "fail":
+            raise JournalWriteError(
+                error.errno, f"cannot write the journal: {error.strerror}", str(self._journal.path)
+            ) from error
+        if not self._degraded:
+            log.error(
+                "journal: cannot write (errno %s, %s); degrading: events stay in the outbox and "
+                "are projected when the journal is writable again",
+                error.errno,
+                os.strerror(error.errno) if error.errno else error,
+            )
+            self._set_journal_state("degraded")
+
+    def _journal_state(self) -> str:
+        row = self._conn.execute(_sql.JOURNAL_STATE_GET).fetchone()
+        return "ok" if row is None else str(row[0])
+
+    def _set_journal_state(self, state: str) -> None:
+        self._conn.execute(_sql.BEGIN_IMMEDIATE)
+        try:
+            self._conn.execute(_sql.JOURNAL_STATE_SET, {"state": state})
+        except BaseException:
+            self._conn.rollback()
+            raise
+        self._conn.commit()
+        self._degraded = state == "degraded"
+
+    def _write_status(self, *, force: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self._status_written_at < self._status_interval_s:
+            return
+        self._status_written_at = now
+        snapshot = {
+            "engine_run_id": self.engine_run_id,
+            "pid": os.getpid(),
+            "last_seq": self._last_seq,
+            "projected_seq": self._projector.projected.get(self._stream_no, 0),
+            "journal": "degraded" if self._degraded else "ok",
+            "progress": self._latest_progress,
+            "updated_at": now_time(),
+        }
+        try:
+            write_status_file(self.book_dir, orjson.dumps(snapshot, option=orjson.OPT_INDENT_2))
+        except OSError as error:  # cosmetic: never let it stop the engine
+            log.warning("status.json not written (errno %s)", error.errno)

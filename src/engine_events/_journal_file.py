@@ -1,0 +1,186 @@
+"""The journal file `<book>/events.jsonl`: opened O_APPEND, appended with write()+fsync, cut back.
+
+Every system call on the file goes through a `JournalIO`, the one seam where tests inject faults
+(ENOSPC, EIO, a crash between two calls). Only the engine holding the book lock writes the file.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from pathlib import Path
+from typing import Protocol
+
+JOURNAL_FILE_NAME = "events.jsonl"
+_TAIL_CHUNK_BYTES = 64 * 1024
+
+log = logging.getLogger("engine_events.journal")
+
+
+class JournalIO(Protocol):
+    """The system calls the journal makes. `OsJournalIO` is the real one."""
+
+    def open(self, path: Path, flags: int, mode: int) -> int: ...
+    def write(self, fd: int, data: memoryview) -> int: ...
+    def fsync(self, fd: int) -> None: ...
+    def ftruncate(self, fd: int, length: int) -> None: ...
+    def fsync_directory(self, path: Path) -> None: ...
+
+
+class OsJournalIO:
+    def open(self, path: Path, flags: int, mode: int) -> int:
+        return os.open(path, flags, mode)
+
+    def write(self, fd: int, data: memoryview) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        os.ftruncate(fd, length)
+
+    def fsync_directory(self, path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class JournalFile:
+    """The append side of the journal. `size` is where the next line starts: the end of the last
+    line known to be whole in the file."""
+
+    def __init__(self, book_dir: Path, io: JournalIO) -> None:
+        self.path = Path(book_dir) / JOURNAL_FILE_NAME
+        self._io = io
+        self._fd: int | None = None
+        self.size = 0
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    def open(self) -> None:
+        """Open (creating it if needed, then fsyncing the directory once) and cut any torn tail."""
+        if self._fd is not None:
+            return
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        try:
+            fd = self._io.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            fd = self._io.open(self.path, flags, 0o644)
+        else:
+            try:
+                self._io.fsync_directory(self.path.parent)  # the new name must survive a power cut
+            except OSError:
+                os.close(fd)
+                raise
+        self._fd = fd
+        self.size = os.fstat(fd).st_size
+        self.cut_torn_tail()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def cut_torn_tail(self) -> int:
+        """Cut a last line that has no `\\n` (left by a crash mid-write) back to the last `\\n`.
+
+        Safe because only the lock holder writes the file and readers never consume an
+        unterminated line. Returns the number of bytes cut.
+        """
+        fd = self._require_fd()
+        size = os.fstat(fd).st_size
+        keep = self._end_of_last_line(size)
+        if keep < size:
+            self._io.ftruncate(fd, keep)
+            self._io.fsync(fd)
+            log.warning("journal: cut a torn tail of %d bytes", size - keep)
+        self.size = keep
+        return size - keep
+
+    def append(self, data: bytes) -> None:
+        """Append whole lines and make them durable.
+
+        What stays true after a crash at each point:
+        - before the write: the lines exist only as committed outbox rows; the next start (or a
+          repair) appends them.
+        - mid-write: the file ends in a torn line; the next start cuts it back to the last `\\n`
+          and appends the rows again, byte-identical.
+        - after the write, before fsync: the lines are in the page cache (a process crash keeps
+          them) or gone (a power cut); the watermark was not recorded, so the next start appends
+          whichever rows it does not find at the end of the file.
+        - after fsync: the lines are durable; the watermark may lag, and the next start only
+          records it.
+        On an OSError the file is cut back to its size before the call, so no partial line is
+        left behind for a reader; if even that fails, the next append cuts it first.
+        """
+        if not data or not data.endswith(b"\n"):
+            raise ValueError("append() takes whole lines")
+        fd = self._require_fd()
+        self._settle_size(fd)
+        start = self.size
+        view = memoryview(data)
+        try:
+            written = 0
+            while written < len(data):
+                count = self._io.write(fd, view[written:])
+                if count <= 0:
+                    raise OSError(errno.EIO, "write() made no progress")
+                written += count
+            self._io.fsync(fd)
+        except OSError:
+            try:
+                self._io.ftruncate(fd, start)
+            except OSError as truncate_error:
+                log.error("journal: could not cut back a failed write (errno %s)", truncate_error.errno)
+            raise
+        self.size = start + len(data)
+        # Paired check: the file must now end exactly where the lines we just made durable end.
+        actual = os.fstat(fd).st_size
+        if actual != self.size:
+            raise OSError(errno.EIO, f"journal size {actual} after append, expected {self.size}")
+
+    def last_line(self) -> bytes | None:
+        """The last whole line of the file (newline included), or None for an empty file."""
+        if self.size == 0:
+            return None
+        start = self._end_of_last_line(self.size - 1)
+        return self.read_range(start, self.size)
+
+    def read_range(self, start: int, end: int) -> bytes:
+        with open(self.path, "rb") as reader:
+            reader.seek(start)
+            return reader.read(end - start)
+
+    def _settle_size(self, fd: int) -> None:
+        """Before appending, the file must end where our last durable line ends."""
+        actual = os.fstat(fd).st_size
+        if actual > self.size:  # a failed append whose cut-back failed too
+            self._io.ftruncate(fd, self.size)
+        elif actual < self.size:
+            log.error("journal: the file shrank under the engine (%d < %d bytes)", actual, self.size)
+            self.cut_torn_tail()
+
+    def _end_of_last_line(self, size: int) -> int:
+        """Offset just past the last `\\n` at or before `size`, scanning backwards in chunks."""
+        with open(self.path, "rb") as reader:
+            end = size
+            while end > 0:
+                start = max(0, end - _TAIL_CHUNK_BYTES)
+                reader.seek(start)
+                chunk = reader.read(end - start)
+                index = chunk.rfind(b"\n")
+                if index >= 0:
+                    return start + index + 1
+                end = start
+        return 0
+
+    def _require_fd(self) -> int:
+        if self._fd is None:
+            raise OSError(errno.EBADF, "the journal is not open", str(self.path))
+        return self._fd

@@ -1,0 +1,76 @@
+"""The book lock: `flock(LOCK_EX | LOCK_NB)` on `<book>/.engine.lock`, held for a process's life.
+
+The kernel releases a flock when its holder dies, however it dies, so a stale lock cannot outlive a
+crash; and checking that a pid is gone is not mutual exclusion, so nothing here looks at pids (the
+pid written into the file is for a person reading it).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+from types import TracebackType
+
+from .errors import BookDirectoryError, ProjectLocked
+
+LOCK_FILE_NAME = ".engine.lock"
+
+
+class BookLock:
+    """An exclusive, non-blocking lock on a book directory. Use as a context manager or `close()`."""
+
+    def __init__(self, book_dir: Path) -> None:
+        self.path = Path(book_dir) / LOCK_FILE_NAME
+        if not Path(book_dir).is_dir():
+            raise BookDirectoryError(errno.ENOENT, "book directory does not exist", str(book_dir))
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            raise BookDirectoryError(
+                error.errno, f"cannot create the book lock: {error.strerror}", str(self.path)
+            ) from error
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            os.close(fd)
+            raise ProjectLocked(f"another process holds {self.path}") from error
+        self._fd: int | None = fd
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing the last descriptor releases the flock
+
+    def __enter__(self) -> BookLock:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def is_locked(book_dir: Path) -> bool:
+    """True when a live process holds the book's lock (probes with a shared, non-blocking flock)."""
+    try:
+        fd = os.open(Path(book_dir) / LOCK_FILE_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -1,0 +1,104 @@
+"""`engine-events status BOOK_DIR --json [--repair]`: the repair channel over a STOPPED run.
+
+It takes the engine's own lock, non-blocking: while an engine is live it answers exit 12 and
+`{"error": "project_locked"}` and touches nothing. Otherwise it reads the book's database and reports;
+with `--repair` it first runs start-up recovery steps (1) and (2): the torn tail cut and the committed
+rows that were never projected appended, byte-identical.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import _sql
+from ._exit_codes import ExitCode
+from ._journal_file import JournalFile, OsJournalIO
+from ._lock import BookLock
+from ._projection import Projector
+from ._schema import connect, require_durable, require_known_version
+from .errors import BookDirectoryError, EngineEventsError, ProjectLocked
+
+
+def read_status(conn: sqlite3.Connection) -> dict[str, Any]:
+    """The status report of a book's database (see the module docstring for its shape)."""
+    require_known_version(conn)
+    streams = conn.execute(_sql.STREAMS_ALL).fetchall()
+    latest = streams[-1] if streams else None
+    journal_row = conn.execute(_sql.JOURNAL_STATE_GET).fetchone()
+
+    def latest_data(event_type: str, stream_no: int | None = None) -> Any:
+        if stream_no is None:
+            row = conn.execute(_sql.OUTBOX_LATEST_OF_TYPE, {"type": event_type}).fetchone()
+        else:
+            row = conn.execute(
+                _sql.OUTBOX_LATEST_OF_TYPE_IN_STREAM, {"type": event_type, "stream_no": stream_no}
+            ).fetchone()
+        return None if row is None else orjson.loads(row[0])["data"]
+
+    spend = latest_data("spend")
+    progress = latest_data("progress")
+    return {
+        "book_id": None if latest is None else latest[2],
+        "engine_run_id": None if latest is None else latest[1],
+        "streams": [
+            {"engine_run_id": run_id, "last_seq": last_seq, "projected_seq": projected_seq}
+            for _, run_id, _, last_seq, projected_seq in streams
+        ],
+        "journal": "ok" if journal_row is None else journal_row[0],
+        "progress": None if progress is None else progress["phases"],
+        "money": {"committed_micro_usd": 0 if spend is None else spend["committed_micro_usd"]},
+        "ceiling": None if latest is None else latest_data("ceiling", latest[0]),
+        "finished": None if latest is None else latest_data("finished", latest[0]),
+    }
+
+
+def repair(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """Start-up recovery steps (1) and (2) over a stopped run; the caller holds the lock."""
+    journal = JournalFile(book_dir, OsJournalIO())
+    try:
+        journal.open()
+        projector = Projector(conn, journal)
+        projector.recover()
+        projector.record_watermarks()
+    finally:
+        journal.close()
+
+
+def command(book_dir: Path, *, database_name: str, repair_first: bool) -> int:
+    """Print the status of a stopped book as JSON; return the process exit code."""
+    try:
+        with BookLock(book_dir):
+            database = book_dir / database_name
+            if not database.is_file():
+                return _error("no_database", ExitCode.SOURCE_UNREADABLE, str(database))
+            conn = connect(database)
+            try:
+                require_durable(conn)
+                if repair_first:
+                    repair(conn, book_dir)
+                report = read_status(conn)
+            finally:
+                conn.close()
+    except ProjectLocked:
+        return _error("project_locked", ExitCode.PROJECT_LOCKED)
+    except BookDirectoryError as error:
+        return _error("book_directory", error.exit_code, str(error))
+    except EngineEventsError as error:
+        return _error(error.exit_code.outcome, error.exit_code, str(error))
+    except (sqlite3.Error, OSError) as error:
+        return _error("unreadable", ExitCode.INFRA, str(error))
+    sys.stdout.buffer.write(orjson.dumps(report) + b"\n")
+    return ExitCode.CLEAN
+
+
+def _error(kind: str, code: int, detail: str | None = None) -> int:
+    payload: dict[str, Any] = {"error": kind}
+    if detail is not None:
+        payload["detail"] = detail
+    sys.stdout.buffer.write(orjson.dumps(payload) + b"\n")
+    return int(code)

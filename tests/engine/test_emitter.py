@@ -1,0 +1,266 @@
+"""The emitter's contract with its host: transactions, seq allocation, recovery, bad input."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from engine_events import (
+    BookDirectoryError,
+    DurabilityError,
+    EventError,
+    Finished,
+    Hello,
+    LineTooLong,
+    MoneyError,
+    NotInTransaction,
+    PhaseCount,
+    Progress,
+    ProjectLocked,
+    SchemaMismatch,
+    Spend,
+    UnitDone,
+)
+from engine_events._emitter import Emitter
+from engine_events._lock import BookLock
+from engine_events._schema import DATABASE_FILE_NAME, SCHEMA_VERSION, connect
+from engine_events._status import read_status
+
+
+def journal_lines(book_dir: Path) -> list[dict[str, object]]:
+    return [orjson.loads(line) for line in (book_dir / "events.jsonl").read_bytes().splitlines()]
+
+
+def test_open_writes_hello_at_seq_1(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """Opening starts a stream whose first line is a hello at seq 1, projected at once."""
+    with Emitter.open(conn, book_dir, chunker_version="c7", engine_run_id="run-a") as emitter:
+        assert emitter.engine_run_id == "run-a"
+        assert emitter.book_id == "book-1"
+    (hello,) = journal_lines(book_dir)
+    assert hello == {
+        "seq": 1,
+        "type": "hello",
+        "time": hello["time"],
+        "data": {
+            "stream_version": "1.3",
+            "engine_run_id": "run-a",
+            "book_id": "book-1",
+            "chunker_version": "c7",
+        },
+    }
+
+
+def test_events_are_projected_after_commit_only(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """A line reaches the file after its transaction commits, never before, and in seq order."""
+    with Emitter.open(conn, book_dir) as emitter:
+        with emitter.transaction():
+            assert emitter.emit(Spend(committed_micro_usd=10)) == 2
+            assert emitter.emit(UnitDone(unit="u1", index=0)) == 3
+            assert len(journal_lines(book_dir)) == 1  # only the hello so far
+        assert [line["seq"] for line in journal_lines(book_dir)] == [1, 2, 3]
+
+
+def test_rolled_back_transaction_leaves_no_event(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """An event exists iff its checkpoint committed: a rollback takes the event and its seq back."""
+    with Emitter.open(conn, book_dir) as emitter:
+        with pytest.raises(RuntimeError, match="host failed"), emitter.transaction():
+            emitter.emit(Spend(committed_micro_usd=10))
+            raise RuntimeError("host failed")
+        with emitter.transaction():
+            assert emitter.emit(Spend(committed_micro_usd=20)) == 2
+    lines = journal_lines(book_dir)
+    assert [(line["seq"], line["type"]) for line in lines] == [(1, "hello"), (2, "spend")]
+    assert lines[1]["data"] == {"committed_micro_usd": 20}
+
+
+def test_host_managed_transaction_and_flush(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """A host may run its own BEGIN/COMMIT and call flush() after it."""
+    with Emitter.open(conn, book_dir) as emitter:
+        conn.execute("BEGIN IMMEDIATE")
+        emitter.emit(Spend(committed_micro_usd=5))
+        conn.commit()
+        emitter.flush()
+        assert [line["seq"] for line in journal_lines(book_dir)] == [1, 2]
+
+
+def test_emit_outside_a_transaction_is_refused(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """emit() outside the host's transaction raises NotInTransaction and stores nothing."""
+    with Emitter.open(conn, book_dir) as emitter:
+        with pytest.raises(NotInTransaction, match="outside a transaction"):
+            emitter.emit(Spend(committed_micro_usd=1))
+        assert emitter.last_seq == 1
+    assert len(journal_lines(book_dir)) == 1
+
+
+def test_flush_inside_a_transaction_is_refused(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """flush() inside an open transaction would project uncommitted rows, so it refuses."""
+    with Emitter.open(conn, book_dir) as emitter, emitter.transaction():
+        emitter.emit(Spend(committed_micro_usd=1))
+        with pytest.raises(Exception, match="after COMMIT"):
+            emitter.flush()
+
+
+def test_host_cannot_emit_a_hello(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """Only the emitter writes the hello, as seq 1."""
+    with Emitter.open(conn, book_dir) as emitter, emitter.transaction():
+        with pytest.raises(EventError, match="hello"):
+            emitter.emit(Hello(engine_run_id="x", book_id="b", chunker_version=""))
+
+
+def test_float_money_is_refused_when_the_event_is_built() -> None:
+    """A float in a money field fails in the host's code, before anything is stored."""
+    with pytest.raises(MoneyError, match="committed_micro_usd"):
+        Spend(committed_micro_usd=1.5)  # type: ignore[arg-type]
+    with pytest.raises(MoneyError):
+        Finished(outcome="clean", exit_code=0, units_done=1, units_total=1, committed_micro_usd=-1)
+
+
+def test_line_over_the_limit_is_refused_and_the_transaction_survives(
+    conn: sqlite3.Connection, book_dir: Path
+) -> None:
+    """An event whose line would pass 1 MiB raises LineTooLong; nothing of it is stored."""
+    with Emitter.open(conn, book_dir) as emitter:
+        with emitter.transaction():
+            with pytest.raises(LineTooLong):
+                emitter.emit(UnitDone(unit="x" * (1024 * 1024), index=0))
+            emitter.emit(Spend(committed_micro_usd=3))
+    assert [line["type"] for line in journal_lines(book_dir)] == ["hello", "spend"]
+    assert journal_lines(book_dir)[1]["seq"] == 2
+
+
+def test_weak_durability_is_refused(book_dir: Path) -> None:
+    """A connection without WAL + synchronous=FULL is refused before anything is written."""
+    conn = sqlite3.connect(book_dir / DATABASE_FILE_NAME, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    with pytest.raises(DurabilityError, match="synchronous"):
+        Emitter.open(conn, book_dir)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.execute("PRAGMA synchronous=FULL")
+    with pytest.raises(DurabilityError, match="journal_mode"):
+        Emitter.open(conn, book_dir)
+    conn.close()
+    assert not (book_dir / "events.jsonl").exists()
+    assert BookLock(book_dir).held  # the failed opens released the lock
+
+
+def test_newer_schema_is_refused_untouched(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """A database written by a newer engine_events is refused with exit 13 and not modified."""
+    Emitter.open(conn, book_dir).close()
+    conn.execute("UPDATE engine_events_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    before = (book_dir / "events.jsonl").read_bytes()
+    with pytest.raises(SchemaMismatch) as raised:
+        Emitter.open(conn, book_dir)
+    assert raised.value.exit_code == 13
+    assert (book_dir / "events.jsonl").read_bytes() == before
+    (count,) = conn.execute("SELECT count(*) FROM engine_events_stream").fetchone()
+    assert count == 1
+
+
+def test_second_emitter_on_a_locked_book_is_refused(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """While one process holds the book lock, another open fails with ProjectLocked (exit 12)."""
+    with Emitter.open(conn, book_dir):
+        with pytest.raises(ProjectLocked) as raised:
+            BookLock(book_dir)
+        assert raised.value.exit_code == 12
+
+
+def test_missing_book_directory_is_a_typed_error(tmp_path: Path) -> None:
+    """A book directory that does not exist is refused with BookDirectoryError."""
+    with pytest.raises(BookDirectoryError, match="does not exist"):
+        BookLock(tmp_path / "absent")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_unwritable_book_directory_is_a_typed_error(book_dir: Path) -> None:
+    """A book directory the process cannot write is refused with BookDirectoryError."""
+    book_dir.chmod(0o500)
+    try:
+        with pytest.raises(BookDirectoryError, match="cannot create the book lock"):
+            BookLock(book_dir)
+    finally:
+        book_dir.chmod(0o700)
+
+
+def test_resume_is_a_new_stream_in_the_same_file(book_dir: Path) -> None:
+    """A second process on the book starts a new stream: new engine_run_id, seq again from 1."""
+    for run_id in ("run-1", "run-2"):
+        conn = connect(book_dir / DATABASE_FILE_NAME)
+        with Emitter.open(conn, book_dir, engine_run_id=run_id) as emitter, emitter.transaction():
+            emitter.emit(Progress(phases={"draft": PhaseCount(done=1, total=2)}))
+        conn.close()
+    lines = journal_lines(book_dir)
+    assert [(line["seq"], line["type"]) for line in lines] == [
+        (1, "hello"), (2, "progress"), (1, "hello"), (2, "progress")
+    ]
+    assert lines[2]["data"]["engine_run_id"] == "run-2"  # type: ignore[index]
+
+
+def test_reused_engine_run_id_is_refused(book_dir: Path) -> None:
+    """A stream id names one process: opening again with the same id is an error."""
+    conn = connect(book_dir / DATABASE_FILE_NAME)
+    Emitter.open(conn, book_dir, engine_run_id="same").close()
+    with pytest.raises(EventError, match="already names a stream"):
+        Emitter.open(conn, book_dir, engine_run_id="same")
+    conn.close()
+
+
+def test_unprojected_rows_of_an_earlier_stream_come_first(book_dir: Path) -> None:
+    """Committed rows a crash left unprojected are appended, byte-identical, before the new hello."""
+    conn = connect(book_dir / DATABASE_FILE_NAME)
+    emitter = Emitter.open(conn, book_dir, engine_run_id="first")
+    conn.execute("BEGIN IMMEDIATE")
+    emitter.emit(Spend(committed_micro_usd=7))
+    emitter.emit(UnitDone(unit="u", index=0))
+    conn.commit()  # committed, never flushed: as if the process died right here
+    stored = [bytes(row[0]) for row in conn.execute("SELECT line FROM engine_events_outbox ORDER BY seq")]
+    emitter._lock.close()  # the dead process's lock is gone
+    conn.close()
+
+    conn = connect(book_dir / DATABASE_FILE_NAME)
+    Emitter.open(conn, book_dir, engine_run_id="second").close()
+    raw = (book_dir / "events.jsonl").read_bytes().splitlines(keepends=True)
+    assert raw[:3] == stored
+    assert orjson.loads(raw[3])["data"]["engine_run_id"] == "second"
+    status = read_status(conn)
+    assert [s["projected_seq"] for s in status["streams"]] == [3, 1]
+    conn.close()
+
+
+def test_torn_tail_is_cut_before_anything_new(book_dir: Path) -> None:
+    """A last line without a newline is cut back to the last newline at start."""
+    conn = connect(book_dir / DATABASE_FILE_NAME)
+    Emitter.open(conn, book_dir, engine_run_id="a").close()
+    whole = (book_dir / "events.jsonl").read_bytes()
+    with open(book_dir / "events.jsonl", "ab") as journal:
+        journal.write(b'{"seq":2,"type":"spe')
+    Emitter.open(conn, book_dir, engine_run_id="b").close()
+    content = (book_dir / "events.jsonl").read_bytes()
+    assert content.startswith(whole)
+    assert content.count(b"\n") == 2 and content.endswith(b"\n")
+    assert b'"spe\n' not in content and b'{"seq":2,"type":"spe{' not in content
+    conn.close()
+
+
+def test_lines_already_at_the_end_are_not_appended_twice(book_dir: Path) -> None:
+    """A crash after fsync but before the watermark leaves rows in the file; recovery finds them."""
+    conn = connect(book_dir / DATABASE_FILE_NAME)
+    emitter = Emitter.open(conn, book_dir, engine_run_id="a")
+    with emitter.transaction():
+        emitter.emit(Spend(committed_micro_usd=1))
+    with emitter.transaction():
+        emitter.emit(Spend(committed_micro_usd=2))
+    # The watermark of the last flush is only recorded by the next transaction or by close():
+    (projected,) = conn.execute("SELECT projected_seq FROM engine_events_stream").fetchone()
+    assert projected == 2
+    emitter._lock.close()  # die without close()
+    conn.close()
+    conn = connect(book_dir / DATABASE_FILE_NAME)
+    Emitter.open(conn, book_dir, engine_run_id="b").close()
+    seqs = [line["seq"] for line in journal_lines(book_dir)]
+    assert seqs == [1, 2, 3, 1]
+    conn.close()
