@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ._demo import DemoOptions, StopRequests, run_demo
 from ._schema import DATABASE_FILE_NAME
+from ._status import command as status_command
+from ._verify import command as verify_command
 
 
 def _positive_int(text: str) -> int:
@@ -28,7 +30,9 @@ def _stages(text: str) -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engine-events", description=__doc__)
-    parser.add_argument("--log-level", default="INFO", help="logging level on stderr (default INFO)")
+    parser.add_argument(
+        "--log-level", default="INFO", help="logging level on stderr (default INFO)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="run the reference engine on a book directory")
@@ -50,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="report on a stopped run (the repair channel)")
     status.add_argument("book_dir", type=Path)
     status.add_argument("--json", action="store_true", required=True, help="JSON output (required)")
-    status.add_argument("--repair", action="store_true", help="cut a torn tail, project the backlog")
+    status.add_argument(
+        "--repair", action="store_true", help="cut a torn tail, project the backlog"
+    )
     status.add_argument("--database", default=DATABASE_FILE_NAME, help="the database's file name")
 
     verify = commands.add_parser("verify", help="check a journal file")
@@ -88,15 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.book_dir.mkdir(parents=True, exist_ok=True)  # a demo may start a new book
         return run_demo(args.book_dir, options, stops=stops)
     if args.command == "status":
-        from ._status import command as status_command
-
         return status_command(args.book_dir, database_name=args.database, repair_first=args.repair)
     if args.command == "verify":
-        from ._verify import command as verify_command
-
         return verify_command(args.journal, as_json=args.json)
     if args.command == "watch":
-        from ._watch import command as watch_command
+        from ._watch import command as watch_command  # noqa: PLC0415 - only watch loads rich
 
         return watch_command(
             args.book_dir, once=args.once, exit_on_finish=not args.follow, timeout_s=args.timeout_s

@@ -15,8 +15,8 @@ import orjson
 
 from ._events import STREAM_MAJOR
 from ._line import LINE_BYTES_MAX
-from .errors import MalformedLine, MoneyError, UnsupportedVersion
 from ._money import require_micro_usd
+from .errors import MalformedLine, MoneyError, UnsupportedVersion
 
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
@@ -85,7 +85,9 @@ def require_supported(hello: Line) -> None:
     """Refuse a stream whose major version is not ours (minor versions are always read)."""
     major = stream_major(hello)
     if major != STREAM_MAJOR:
-        raise UnsupportedVersion(f"stream major version {major} is not supported (reads {STREAM_MAJOR}.x)")
+        raise UnsupportedVersion(
+            f"stream major version {major} is not supported (reads {STREAM_MAJOR}.x)"
+        )
 
 
 def _string(data: dict[str, Any], key: str, *, nullable: bool = False) -> None:
@@ -115,7 +117,9 @@ def _check_hello(data: dict[str, Any]) -> None:
     if not data["engine_run_id"]:
         raise MalformedLine("engine_run_id must not be empty")
     if _VERSION.fullmatch(data["stream_version"]) is None:
-        raise MalformedLine(f"stream_version must look like MAJOR.MINOR, got {data['stream_version']!r}")
+        raise MalformedLine(
+            f"stream_version must look like MAJOR.MINOR, got {data['stream_version']!r}"
+        )
 
 
 def _check_progress(data: dict[str, Any]) -> None:

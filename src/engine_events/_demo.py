@@ -113,7 +113,9 @@ def run_demo(
             finally:
                 conn.close()
     except EngineEventsError as error:
-        log.error("engine stopped: %s", error)
+        # Logs carry no book id: an OSError's message names the file, so only its errno text goes.
+        reason = error.strerror if isinstance(error, OSError) else str(error)
+        log.error("engine stopped (%s, exit %d): %s", type(error).__name__, error.exit_code, reason)
         return int(error.exit_code)
 
 
@@ -141,6 +143,11 @@ class _Engine:
         self.committed_micro_usd = int(committed)
 
     def run(self) -> int:
+        log.info(
+            "engine started: stream %s, %d steps done before",
+            self.emitter.engine_run_id,
+            len(self.done),
+        )
         with self.emitter.transaction():
             self.emitter.emit(self._progress())
         for unit in range(self.options.units):

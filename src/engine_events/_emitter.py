@@ -25,10 +25,10 @@ from typing import Any, Literal
 
 import orjson
 
-from . import _sql
+from . import _outbox, _sql
 from ._events import Event, Hello
 from ._journal_file import JournalFile, JournalIO, OsJournalIO
-from ._line import encode_line, now_time
+from ._line import now_time
 from ._lock import BookLock
 from ._projection import Projector
 from ._schema import migrate, require_durable
@@ -92,7 +92,9 @@ class Emitter:
         (3) the new stream's hello is committed and projected.
         """
         if on_journal_error not in ("degrade", "fail"):
-            raise ValueError(f"on_journal_error must be 'degrade' or 'fail', not {on_journal_error!r}")
+            raise ValueError(
+                f"on_journal_error must be 'degrade' or 'fail', not {on_journal_error!r}"
+            )
         book_path = Path(book_dir)
         owned_lock = lock is None
         held = BookLock(book_path) if lock is None else lock
@@ -219,7 +221,9 @@ class Emitter:
         hello = Hello(engine_run_id=engine_run_id, book_id=book_id, chunker_version=chunker_version)
         self._conn.execute(_sql.BEGIN_IMMEDIATE)
         try:
-            if self._conn.execute(_sql.STREAM_BY_RUN_ID, {"engine_run_id": engine_run_id}).fetchone():
+            if self._conn.execute(
+                _sql.STREAM_BY_RUN_ID, {"engine_run_id": engine_run_id}
+            ).fetchone():
                 raise EventError("this engine_run_id already names a stream of this book")
             cursor = self._conn.execute(
                 _sql.STREAM_INSERT, {"engine_run_id": engine_run_id, "book_id": book_id}
@@ -241,21 +245,7 @@ class Emitter:
                 "with the checkpoint it describes"
             )
         projected = self._projector.projected.get(self._stream_no, 0)
-        row = self._conn.execute(
-            _sql.SEQ_NEXT, {"stream_no": self._stream_no, "projected_seq": projected}
-        ).fetchone()
-        if row is None:
-            raise EngineEventsError("the stream row is missing: the database was changed under us")
-        seq = int(row[0])
-        try:
-            line = encode_line(seq, event, now_time())
-        except EventError:
-            self._conn.execute(_sql.SEQ_GIVE_BACK, {"stream_no": self._stream_no, "seq": seq})
-            raise
-        self._conn.execute(
-            _sql.OUTBOX_INSERT,
-            {"stream_no": self._stream_no, "seq": seq, "type": event.type, "line": line},
-        )
+        seq, _ = _outbox.store(self._conn, self._stream_no, event, projected)
         self._last_seq = seq
         if event.type == "progress":
             self._latest_progress = event.data()["phases"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 
 REFUSAL_BAND = range(10, 20)
-"""Codes 10–19 are refusals; an unknown code inside the band is still a refusal."""
+"""Codes 10 to 19 are refusals; an unknown code inside the band is still a refusal."""
 
 
 class ExitCode(enum.IntEnum):

@@ -57,6 +57,7 @@ class JournalFile:
         self.path = Path(book_dir) / JOURNAL_FILE_NAME
         self._io = io
         self._fd: int | None = None
+        self._unsettled = False
         self.size = 0
 
     @property
@@ -122,7 +123,8 @@ class JournalFile:
         if not data or not data.endswith(b"\n"):
             raise ValueError("append() takes whole lines")
         fd = self._require_fd()
-        self._settle_size(fd)
+        if self._unsettled:
+            self._settle_size(fd)
         start = self.size
         view = memoryview(data)
         try:
@@ -134,10 +136,13 @@ class JournalFile:
                 written += count
             self._io.fsync(fd)
         except OSError:
+            self._unsettled = True  # until the next append has checked where the file ends
             try:
                 self._io.ftruncate(fd, start)
             except OSError as truncate_error:
-                log.error("journal: could not cut back a failed write (errno %s)", truncate_error.errno)
+                log.error(
+                    "journal: could not cut back a failed write (errno %s)", truncate_error.errno
+                )
             raise
         self.size = start + len(data)
         # Paired check: the file must now end exactly where the lines we just made durable end.
@@ -158,13 +163,16 @@ class JournalFile:
             return reader.read(end - start)
 
     def _settle_size(self, fd: int) -> None:
-        """Before appending, the file must end where our last durable line ends."""
+        """After a failed append, the file must again end where our last durable line ends."""
         actual = os.fstat(fd).st_size
         if actual > self.size:  # a failed append whose cut-back failed too
             self._io.ftruncate(fd, self.size)
         elif actual < self.size:
-            log.error("journal: the file shrank under the engine (%d < %d bytes)", actual, self.size)
+            log.error(
+                "journal: the file shrank under the engine (%d < %d bytes)", actual, self.size
+            )
             self.cut_torn_tail()
+        self._unsettled = False
 
     def _end_of_last_line(self, size: int) -> int:
         """Offset just past the last `\\n` at or before `size`, scanning backwards in chunks."""

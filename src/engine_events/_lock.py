@@ -35,7 +35,7 @@ class BookLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
             os.close(fd)
-            raise ProjectLocked(f"another process holds {self.path}") from error
+            raise ProjectLocked("another process holds the book lock") from error
         self._fd: int | None = fd
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())

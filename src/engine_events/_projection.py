@@ -1,9 +1,9 @@
 """The projection: committed outbox rows appended to the journal in order, and the watermark.
 
 Rows are projected in (stream, seq) order; a stream's `projected_seq` says how far its rows are known
-to be durable in the file. The watermark may lag behind the file (it is recorded for free in the
-host's next transaction, see `_sql.SEQ_NEXT`), never run ahead of it: a row past the watermark is
-either not in the file or at its very end, where recovery finds it instead of appending it twice.
+to be durable in the file. The watermark may lag behind the file (it is recorded for free in the next
+outbox row, see `_outbox.store`), never run ahead of it: a row past the watermark is either not in
+the file or at its very end, where recovery finds it instead of appending it twice.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from . import _sql
+from . import _outbox, _sql
 from ._journal_file import JournalFile
 
 BATCH_LINES_MAX = 512
@@ -41,8 +41,9 @@ class Projector:
     def load_watermarks(self) -> list[tuple[int, int]]:
         """Read the recorded watermarks; return the streams that have rows left to project."""
         pending = [
-            (int(stream_no), int(projected_seq))
-            for stream_no, projected_seq in self._conn.execute(_sql.STREAMS_UNPROJECTED)
+            (state.stream_no, state.projected_seq)
+            for state in _outbox.streams(self._conn)
+            if state.projected_seq < state.last_seq
         ]
         for stream_no, projected_seq in pending:
             self.projected[stream_no] = max(self.projected.get(stream_no, 0), projected_seq)
@@ -90,16 +91,7 @@ class Projector:
 
     def record_watermarks(self) -> None:
         """Record every stream's watermark in its own transaction (start-up, repair, close)."""
-        self._conn.execute(_sql.BEGIN_IMMEDIATE)
-        try:
-            for stream_no, projected_seq in self.projected.items():
-                self._conn.execute(
-                    _sql.WATERMARK_SET, {"stream_no": stream_no, "projected_seq": projected_seq}
-                )
-        except BaseException:
-            self._conn.rollback()
-            raise
-        self._conn.commit()
+        _outbox.record_projected(self._conn, self.projected)
 
     def _skip_rows_already_at_end(self, pending: list[tuple[int, int]]) -> None:
         """After a crash between fsync and the watermark, the first unprojected rows are already the

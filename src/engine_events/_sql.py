@@ -25,68 +25,60 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " stream_no INTEGER PRIMARY KEY,"
         " engine_run_id TEXT NOT NULL UNIQUE,"
         " book_id TEXT NOT NULL,"
-        " last_seq INTEGER NOT NULL CHECK (last_seq >= 0),"
-        " projected_seq INTEGER NOT NULL CHECK (projected_seq >= 0 AND projected_seq <= last_seq))",
+        " projected_seq INTEGER NOT NULL DEFAULT 0 CHECK (projected_seq >= 0))",
+        # Each row also carries a running summary of its stream as of that row: how far the
+        # stream's lines were durable in the journal when it was stored, and the seq of the
+        # stream's latest event of each type the status report needs. Reading a stream's state is
+        # then one index seek, and an event costs no write besides its own row.
         "CREATE TABLE engine_events_outbox ("
         " stream_no INTEGER NOT NULL REFERENCES engine_events_stream (stream_no),"
         " seq INTEGER NOT NULL CHECK (seq >= 1),"
         " type TEXT NOT NULL,"
         " line BLOB NOT NULL,"
+        " projected_seq INTEGER NOT NULL CHECK (projected_seq >= 0 AND projected_seq < seq),"
+        " progress_seq INTEGER,"
+        " spend_seq INTEGER,"
+        " ceiling_seq INTEGER,"
+        " finished_seq INTEGER,"
         " PRIMARY KEY (stream_no, seq))",
-        "CREATE INDEX engine_events_outbox_by_type ON engine_events_outbox (type, stream_no, seq)",
     ),
 )
+
+SUMMARY_TYPES = ("progress", "spend", "ceiling", "finished")
+"""The event types whose latest occurrence each outbox row points at."""
 
 # -- streams -----------------------------------------------------------------------------------------
 
 STREAM_INSERT = (
-    "INSERT INTO engine_events_stream (engine_run_id, book_id, last_seq, projected_seq) "
-    "VALUES (:engine_run_id, :book_id, 0, 0)"
+    "INSERT INTO engine_events_stream (engine_run_id, book_id) VALUES (:engine_run_id, :book_id)"
 )
 STREAM_BY_RUN_ID = "SELECT stream_no FROM engine_events_stream WHERE engine_run_id = :engine_run_id"
 STREAMS_ALL = (
-    "SELECT stream_no, engine_run_id, book_id, last_seq, projected_seq "
-    "FROM engine_events_stream ORDER BY stream_no"
+    "SELECT stream_no, engine_run_id, book_id, projected_seq FROM engine_events_stream "
+    "ORDER BY stream_no"
 )
-STREAMS_UNPROJECTED = (
-    "SELECT stream_no, projected_seq FROM engine_events_stream "
-    "WHERE projected_seq < last_seq ORDER BY stream_no"
-)
-# Allocates the next seq inside the host's transaction (rolled back with it) and records, for free,
-# how far the previous flushes projected this stream.
-SEQ_NEXT = (
-    "UPDATE engine_events_stream "
-    "SET last_seq = last_seq + 1, projected_seq = max(projected_seq, :projected_seq) "
-    "WHERE stream_no = :stream_no RETURNING last_seq"
-)
-# Gives back a seq whose line could not be encoded (too long, say): the outbox stays dense.
-SEQ_GIVE_BACK = (
-    "UPDATE engine_events_stream SET last_seq = last_seq - 1 "
-    "WHERE stream_no = :stream_no AND last_seq = :seq"
-)
-WATERMARK_SET = (
+STREAM_PROJECTED_SET = (
     "UPDATE engine_events_stream SET projected_seq = max(projected_seq, :projected_seq) "
     "WHERE stream_no = :stream_no"
 )
 
 # -- outbox ------------------------------------------------------------------------------------------
 
+OUTBOX_LAST = (
+    "SELECT seq, projected_seq, progress_seq, spend_seq, ceiling_seq, finished_seq "
+    "FROM engine_events_outbox WHERE stream_no = :stream_no ORDER BY seq DESC LIMIT 1"
+)
 OUTBOX_INSERT = (
-    "INSERT INTO engine_events_outbox (stream_no, seq, type, line) "
-    "VALUES (:stream_no, :seq, :type, :line)"
+    "INSERT INTO engine_events_outbox (stream_no, seq, type, line, projected_seq,"
+    " progress_seq, spend_seq, ceiling_seq, finished_seq) "
+    "VALUES (:stream_no, :seq, :type, :line, :projected_seq,"
+    " :progress_seq, :spend_seq, :ceiling_seq, :finished_seq)"
 )
 OUTBOX_AFTER = (
     "SELECT seq, line FROM engine_events_outbox "
     "WHERE stream_no = :stream_no AND seq > :after_seq ORDER BY seq LIMIT :limit"
 )
-OUTBOX_LATEST_OF_TYPE = (
-    "SELECT line FROM engine_events_outbox WHERE type = :type "
-    "ORDER BY stream_no DESC, seq DESC LIMIT 1"
-)
-OUTBOX_LATEST_OF_TYPE_IN_STREAM = (
-    "SELECT line FROM engine_events_outbox WHERE type = :type AND stream_no = :stream_no "
-    "ORDER BY seq DESC LIMIT 1"
-)
+OUTBOX_LINE = "SELECT line FROM engine_events_outbox WHERE stream_no = :stream_no AND seq = :seq"
 
 # -- journal state -----------------------------------------------------------------------------------
 
@@ -111,14 +103,11 @@ QUERIES: tuple[str, ...] = (
     STREAM_INSERT,
     STREAM_BY_RUN_ID,
     STREAMS_ALL,
-    STREAMS_UNPROJECTED,
-    SEQ_NEXT,
-    SEQ_GIVE_BACK,
-    WATERMARK_SET,
+    STREAM_PROJECTED_SET,
+    OUTBOX_LAST,
     OUTBOX_INSERT,
     OUTBOX_AFTER,
-    OUTBOX_LATEST_OF_TYPE,
-    OUTBOX_LATEST_OF_TYPE_IN_STREAM,
+    OUTBOX_LINE,
     JOURNAL_STATE_GET,
     JOURNAL_STATE_SET,
 )
@@ -134,7 +123,7 @@ ALL_STATEMENTS: frozenset[str] = frozenset(
         SYNCHRONOUS_FULL_SET,
         "COMMIT",
         "ROLLBACK",
+        *(statement for migration in MIGRATIONS for statement in migration),
     )
-    + tuple(statement for migration in MIGRATIONS for statement in migration)
 )
 """Everything engine_events may execute; a traced engine run must execute nothing else."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from . import _sql
+from . import _outbox, _sql
 from ._exit_codes import ExitCode
 from ._journal_file import JournalFile, OsJournalIO
 from ._lock import BookLock
@@ -27,33 +27,42 @@ from .errors import BookDirectoryError, EngineEventsError, ProjectLocked
 def read_status(conn: sqlite3.Connection) -> dict[str, Any]:
     """The status report of a book's database (see the module docstring for its shape)."""
     require_known_version(conn)
-    streams = conn.execute(_sql.STREAMS_ALL).fetchall()
-    latest = streams[-1] if streams else None
+    states = _outbox.streams(conn)
+    latest = states[-1] if states else None
     journal_row = conn.execute(_sql.JOURNAL_STATE_GET).fetchone()
 
-    def latest_data(event_type: str, stream_no: int | None = None) -> Any:
-        if stream_no is None:
-            row = conn.execute(_sql.OUTBOX_LATEST_OF_TYPE, {"type": event_type}).fetchone()
-        else:
-            row = conn.execute(
-                _sql.OUTBOX_LATEST_OF_TYPE_IN_STREAM, {"type": event_type, "stream_no": stream_no}
-            ).fetchone()
-        return None if row is None else orjson.loads(row[0])["data"]
+    def data_of(state: _outbox.StreamState, event_type: str) -> Any:
+        seq = state.latest.get(event_type)
+        if seq is None:
+            return None
+        return orjson.loads(_outbox.line_at(conn, state.stream_no, seq))["data"]
 
-    spend = latest_data("spend")
-    progress = latest_data("progress")
+    def newest(event_type: str) -> Any:
+        """The latest event of a type across streams: the ledger and progress carry over."""
+        for state in reversed(states):
+            data = data_of(state, event_type)
+            if data is not None:
+                return data
+        return None
+
+    spend = newest("spend")
+    progress = newest("progress")
     return {
-        "book_id": None if latest is None else latest[2],
-        "engine_run_id": None if latest is None else latest[1],
+        "book_id": None if latest is None else latest.book_id,
+        "engine_run_id": None if latest is None else latest.engine_run_id,
         "streams": [
-            {"engine_run_id": run_id, "last_seq": last_seq, "projected_seq": projected_seq}
-            for _, run_id, _, last_seq, projected_seq in streams
+            {
+                "engine_run_id": state.engine_run_id,
+                "last_seq": state.last_seq,
+                "projected_seq": state.projected_seq,
+            }
+            for state in states
         ],
         "journal": "ok" if journal_row is None else journal_row[0],
         "progress": None if progress is None else progress["phases"],
         "money": {"committed_micro_usd": 0 if spend is None else spend["committed_micro_usd"]},
-        "ceiling": None if latest is None else latest_data("ceiling", latest[0]),
-        "finished": None if latest is None else latest_data("finished", latest[0]),
+        "ceiling": None if latest is None else data_of(latest, "ceiling"),
+        "finished": None if latest is None else data_of(latest, "finished"),
     }
 
 
@@ -79,6 +88,7 @@ def command(book_dir: Path, *, database_name: str, repair_first: bool) -> int:
             conn = connect(database)
             try:
                 require_durable(conn)
+                require_known_version(conn)  # a newer database is refused before any repair
                 if repair_first:
                     repair(conn, book_dir)
                 report = read_status(conn)

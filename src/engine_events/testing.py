@@ -78,7 +78,9 @@ def _die() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine_events.testing")
     parser.add_argument("book_dir", type=Path)
-    parser.add_argument("--crash-at", default=None, help="POINT:N — SIGKILL at the Nth time at POINT")
+    parser.add_argument(
+        "--crash-at", default=None, help="POINT:N — SIGKILL at the Nth time at POINT"
+    )
     parser.add_argument("--units", type=int, default=4)
     parser.add_argument("--stages", default="draft,edit")
     parser.add_argument("--unit-cost-micro-usd", type=int, default=250_000)
@@ -97,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         pace_ms=args.pace_ms,
     )
     args.book_dir.mkdir(parents=True, exist_ok=True)
-    return run_demo(args.book_dir, options, io=FaultyIO(crash_at=crash_at, crash_on=crash_on), stops=stops)
+    return run_demo(
+        args.book_dir, options, io=FaultyIO(crash_at=crash_at, crash_on=crash_on), stops=stops
+    )
 
 
 if __name__ == "__main__":

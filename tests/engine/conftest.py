@@ -33,7 +33,7 @@ def check_journal_against_outbox(book_dir: Path) -> dict[str, int]:
     - every line of the file is a committed outbox row, and every committed row is in the file,
       in (stream, seq) order of first appearance.
     """
-    import orjson  # noqa: PLC0415
+    import orjson
 
     content = (book_dir / "events.jsonl").read_bytes()
     assert content == b"" or content.endswith(b"\n"), "the journal ends in a torn line"

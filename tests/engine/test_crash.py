@@ -22,9 +22,21 @@ UNITS, STAGES, COST = 4, ("draft", "edit"), 250_000
 
 def engine(book_dir: Path, *extra: str, units: int = UNITS) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "engine_events.testing", str(book_dir), "--units", str(units),
-         "--stages", ",".join(STAGES), "--unit-cost-micro-usd", str(COST), *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "engine_events.testing",
+            str(book_dir),
+            "--units",
+            str(units),
+            "--stages",
+            ",".join(STAGES),
+            "--unit-cost-micro-usd",
+            str(COST),
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -42,7 +54,9 @@ def run_to_completion(book_dir: Path, units: int = UNITS, attempts_max: int = 20
 def status(book_dir: Path) -> dict[str, object]:
     result = subprocess.run(
         [sys.executable, "-m", "engine_events._cli", "status", str(book_dir), "--json"],
-        capture_output=True, timeout=60, check=True,
+        capture_output=True,
+        timeout=60,
+        check=True,
     )
     report: dict[str, object] = orjson.loads(result.stdout)
     return report
@@ -57,7 +71,9 @@ def assert_finished_whole(
     assert report["finished"]["outcome"] == "clean"  # type: ignore[index]
     verify = subprocess.run(
         [sys.executable, "-m", "engine_events._cli", "verify", str(book_dir / "events.jsonl")],
-        capture_output=True, timeout=60, check=False,
+        capture_output=True,
+        timeout=60,
+        check=False,
     )
     assert verify.returncode == 0, verify.stdout.decode()
     return counts
@@ -77,7 +93,9 @@ def test_crash_at_each_named_point_loses_nothing(
     assert_finished_whole(book_dir, check_journal)
 
 
-def test_random_sigkills_lose_nothing(tmp_path: Path, check_journal: Callable[[Path], dict[str, int]]) -> None:
+def test_random_sigkills_lose_nothing(
+    tmp_path: Path, check_journal: Callable[[Path], dict[str, int]]
+) -> None:
     """Many SIGKILLs at random moments of a running engine, then a clean finish: nothing lost."""
     rng = random.Random(20261130)
     book_dir = tmp_path / "book"

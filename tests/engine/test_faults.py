@@ -98,9 +98,23 @@ def test_fail_policy_process_exits_1_with_nothing_lost(book_dir: Path) -> None:
     journal = book_dir / "events.jsonl"
     journal.mkdir()  # opening a directory for writing fails with EISDIR: a journal that cannot be written
     result = subprocess.run(
-        [sys.executable, "-m", "engine_events._cli", "demo", str(book_dir), "--units", "1",
-         "--pace-ms", "0", "--on-journal-error", "fail"],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "engine_events._cli",
+            "demo",
+            str(book_dir),
+            "--units",
+            "1",
+            "--pace-ms",
+            "0",
+            "--on-journal-error",
+            "fail",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 1, result.stderr
     assert "cannot write the journal" in result.stderr
@@ -109,9 +123,21 @@ def test_fail_policy_process_exits_1_with_nothing_lost(book_dir: Path) -> None:
     assert committed_lines(conn) == []  # refused during start-up recovery, before its hello
     conn.close()
     result = subprocess.run(
-        [sys.executable, "-m", "engine_events._cli", "demo", str(book_dir), "--units", "1",
-         "--pace-ms", "0"],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "engine_events._cli",
+            "demo",
+            str(book_dir),
+            "--units",
+            "1",
+            "--pace-ms",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     conn = connect(book_dir / DATABASE_FILE_NAME)

@@ -25,7 +25,12 @@ def line(seq: int, kind: str, data: dict[str, Any], time: str = T) -> str:
 
 
 def hello(run: str, version: str = "1.3", book: str = BOOK) -> str:
-    data = {"stream_version": version, "engine_run_id": run, "book_id": book, "chunker_version": "c1"}
+    data = {
+        "stream_version": version,
+        "engine_run_id": run,
+        "book_id": book,
+        "chunker_version": "c1",
+    }
     return line(1, "hello", data)
 
 
@@ -56,7 +61,11 @@ LINES: list[dict[str, Any]] = [
     {"name": "hello_major_2", "line": hello(RUN_A, "2.0"), "verdict": "unsupported_version"},
     {"name": "hello_major_0", "line": hello(RUN_A, "0.9"), "verdict": "unsupported_version"},
     {"name": "hello_version_not_a_version", "line": hello(RUN_A, "one"), "verdict": "malformed"},
-    {"name": "hello_not_seq_1", "line": hello(RUN_A).replace('"seq":1', '"seq":2'), "verdict": "malformed"},
+    {
+        "name": "hello_not_seq_1",
+        "line": hello(RUN_A).replace('"seq":1', '"seq":2'),
+        "verdict": "malformed",
+    },
     {"name": "hello_empty_run_id", "line": hello(""), "verdict": "malformed"},
     {
         "name": "progress",
@@ -68,8 +77,16 @@ LINES: list[dict[str, Any]] = [
         "line": line(2, "progress", {"phases": {"draft": {"done": -1, "total": 4}}}),
         "verdict": "malformed",
     },
-    {"name": "unit_done", "line": line(3, "unit_done", {"unit": "u-0001", "index": 0}), "verdict": "ok"},
-    {"name": "unit_done_index_string", "line": line(3, "unit_done", {"unit": "u", "index": "0"}), "verdict": "malformed"},
+    {
+        "name": "unit_done",
+        "line": line(3, "unit_done", {"unit": "u-0001", "index": 0}),
+        "verdict": "ok",
+    },
+    {
+        "name": "unit_done_index_string",
+        "line": line(3, "unit_done", {"unit": "u", "index": "0"}),
+        "verdict": "malformed",
+    },
     {"name": "bank_stop", "line": line(3, "bank_stop", {"signature": "sig-7"}), "verdict": "ok"},
     {
         "name": "ceiling",
@@ -98,33 +115,85 @@ LINES: list[dict[str, Any]] = [
     {"name": "spend_missing", "line": line(4, "spend", {}), "verdict": "malformed"},
     {"name": "spend_over_int64", "line": spend(4, 2**63), "verdict": "malformed"},
     {"name": "finished", "line": finished(5), "verdict": "ok"},
-    {"name": "finished_soft_stop", "line": finished(5, 5, "graceful_stop", "soft"), "verdict": "ok"},
-    {"name": "finished_bad_stop", "line": finished(5, 5, "graceful_stop", "gentle"), "verdict": "malformed"},
+    {
+        "name": "finished_soft_stop",
+        "line": finished(5, 5, "graceful_stop", "soft"),
+        "verdict": "ok",
+    },
+    {
+        "name": "finished_bad_stop",
+        "line": finished(5, 5, "graceful_stop", "gentle"),
+        "verdict": "malformed",
+    },
     {
         "name": "finished_money_string",
         "line": finished(5).replace('"committed_micro_usd":2000', '"committed_micro_usd":"2000"'),
         "verdict": "malformed",
     },
     {"name": "unknown_type", "line": line(6, "heartbeat", {"anything": [1, 2]}), "verdict": "ok"},
-    {"name": "unknown_field", "line": spend(4, 7).replace("}}", ',"currency":"USD"}}'), "verdict": "ok"},
+    {
+        "name": "unknown_field",
+        "line": spend(4, 7).replace("}}", ',"currency":"USD"}}'),
+        "verdict": "ok",
+    },
     {"name": "not_json", "line": '{"seq":1,"type":', "verdict": "malformed"},
     {"name": "not_an_object", "line": "[1,2,3]", "verdict": "malformed"},
     {"name": "empty_line", "line": "", "verdict": "malformed"},
-    {"name": "nan", "line": '{"seq":4,"type":"spend","time":"' + T + '","data":{"committed_micro_usd":NaN}}', "verdict": "malformed"},
+    {
+        "name": "nan",
+        "line": '{"seq":4,"type":"spend","time":"' + T + '","data":{"committed_micro_usd":NaN}}',
+        "verdict": "malformed",
+    },
     {"name": "seq_zero", "line": spend(4, 1).replace('"seq":4', '"seq":0'), "verdict": "malformed"},
-    {"name": "seq_string", "line": spend(4, 1).replace('"seq":4', '"seq":"4"'), "verdict": "malformed"},
-    {"name": "seq_float", "line": spend(4, 1).replace('"seq":4', '"seq":4.0'), "verdict": "malformed"},
-    {"name": "time_without_millis", "line": spend(4, 1).replace(T, "2026-11-30T02:08:57Z"), "verdict": "malformed"},
-    {"name": "time_with_offset", "line": spend(4, 1).replace(T, "2026-11-30T02:08:57.213+00:00"), "verdict": "malformed"},
-    {"name": "data_not_object", "line": '{"seq":4,"type":"spend","time":"' + T + '","data":7}', "verdict": "malformed"},
-    {"name": "deep_nesting", "line": line(4, "heartbeat", {}).replace("{}", "[" * 2000 + "]" * 2000), "verdict": "malformed"},
+    {
+        "name": "seq_string",
+        "line": spend(4, 1).replace('"seq":4', '"seq":"4"'),
+        "verdict": "malformed",
+    },
+    {
+        "name": "seq_float",
+        "line": spend(4, 1).replace('"seq":4', '"seq":4.0'),
+        "verdict": "malformed",
+    },
+    {
+        "name": "time_without_millis",
+        "line": spend(4, 1).replace(T, "2026-11-30T02:08:57Z"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "time_with_offset",
+        "line": spend(4, 1).replace(T, "2026-11-30T02:08:57.213+00:00"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "data_not_object",
+        "line": '{"seq":4,"type":"spend","time":"' + T + '","data":7}',
+        "verdict": "malformed",
+    },
+    {
+        "name": "deep_nesting",
+        "line": line(4, "heartbeat", {}).replace("{}", "[" * 2000 + "]" * 2000),
+        "verdict": "malformed",
+    },
 ]
 
 # Lines given as hex because they are not valid text.
 BYTE_LINES: list[dict[str, Any]] = [
-    {"name": "invalid_utf8", "hex": (b'{"seq":4,"type":"x\xff","time":"' + T.encode() + b'","data":{}}').hex(), "verdict": "malformed"},
-    {"name": "byte_order_mark", "hex": (b"\xef\xbb\xbf" + hello(RUN_A).encode()).hex(), "verdict": "malformed"},
-    {"name": "carriage_return", "hex": (spend(4, 1).encode() + b"\r").hex(), "verdict": "malformed"},
+    {
+        "name": "invalid_utf8",
+        "hex": (b'{"seq":4,"type":"x\xff","time":"' + T.encode() + b'","data":{}}').hex(),
+        "verdict": "malformed",
+    },
+    {
+        "name": "byte_order_mark",
+        "hex": (b"\xef\xbb\xbf" + hello(RUN_A).encode()).hex(),
+        "verdict": "malformed",
+    },
+    {
+        "name": "carriage_return",
+        "hex": (spend(4, 1).encode() + b"\r").hex(),
+        "verdict": "malformed",
+    },
 ]
 
 
@@ -141,12 +210,26 @@ a_spend_1_other = spend(2, 9999)
 # line starts, and its seq (null when the line has none). Streams are listed in file order;
 # problems before any hello belong to no stream ("engine_run_id": null).
 JOURNALS: dict[str, tuple[bytes, list[dict[str, Any]]]] = {
-    "clean": (journal(hello(RUN_A), a_spend_1, spend(3, 2000), finished(4)), [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 4}]),
-    "duplicates": (
-        journal(hello(RUN_A), a_spend_1, spend(3, 2000), a_spend_1, spend(3, 2000), hello(RUN_A), finished(4)),
+    "clean": (
+        journal(hello(RUN_A), a_spend_1, spend(3, 2000), finished(4)),
         [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 4}],
     ),
-    "gap": (journal(hello(RUN_A), a_spend_1, spend(4, 2000)), [{"engine_run_id": RUN_A, "verdict": "gap", "line": 3, "seq": 4}]),
+    "duplicates": (
+        journal(
+            hello(RUN_A),
+            a_spend_1,
+            spend(3, 2000),
+            a_spend_1,
+            spend(3, 2000),
+            hello(RUN_A),
+            finished(4),
+        ),
+        [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 4}],
+    ),
+    "gap": (
+        journal(hello(RUN_A), a_spend_1, spend(4, 2000)),
+        [{"engine_run_id": RUN_A, "verdict": "gap", "line": 3, "seq": 4}],
+    ),
     "conflict_on_last": (
         journal(hello(RUN_A), a_spend_1, a_spend_1_other),
         [{"engine_run_id": RUN_A, "verdict": "payload_conflict", "line": 3, "seq": 2}],
@@ -160,7 +243,14 @@ JOURNALS: dict[str, tuple[bytes, list[dict[str, Any]]]] = {
         [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 2}],
     ),
     "resume_two_streams": (
-        journal(hello(RUN_A), a_spend_1, finished(3, 4, "ceiling"), hello(RUN_B), spend(2, 3000), finished(3)),
+        journal(
+            hello(RUN_A),
+            a_spend_1,
+            finished(3, 4, "ceiling"),
+            hello(RUN_B),
+            spend(2, 3000),
+            finished(3),
+        ),
         [
             {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3},
             {"engine_run_id": RUN_B, "verdict": "ok", "last_seq": 3},
@@ -204,7 +294,8 @@ def _offset_of_line(content: bytes, number: int) -> int:
 
 def main() -> None:
     (HERE / "lines.json").write_text(
-        json.dumps({"text_lines": LINES, "byte_lines": BYTE_LINES}, indent=1, ensure_ascii=False) + "\n"
+        json.dumps({"text_lines": LINES, "byte_lines": BYTE_LINES}, indent=1, ensure_ascii=False)
+        + "\n"
     )
     manifest = []
     for name, (content, streams) in JOURNALS.items():

@@ -1,0 +1,159 @@
+"""Emitter benchmarks, each against its physical floor measured in the same run.
+
+    python bench/bench_emitter.py [--events N] [--memory-events N] [--dir DIR]
+
+1. Durable per-event rate: one checkpoint transaction carrying one event, committed durably and
+   projected with write+fsync, against the floor: a bare SQLite WAL commit with synchronous=FULL of a
+   row of the same size plus a bare write+fsync of a line of the same size.
+2. Batched: a checkpoint transaction carrying 100 events (target: 50,000 events/s or more).
+3. Memory: peak RSS of a process that projects 1,000,000 committed events (target: under 100 MB),
+   measured in a fresh child process so that nothing else is counted.
+The directory should be on the disk the engine would use (default: a temporary directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from engine_events import Spend, UnitDone
+from engine_events._emitter import Emitter
+from engine_events._schema import DATABASE_FILE_NAME, connect
+
+HOST_TABLE = "CREATE TABLE checkpoint (step INTEGER PRIMARY KEY, state TEXT NOT NULL)"
+HOST_INSERT = "INSERT INTO checkpoint (step, state) VALUES (?, 'done')"
+
+
+def floor_rate(work: Path, events: int, line: bytes) -> float:
+    """Bare SQLite WAL+FULL commit of a same-size row, then bare write+fsync of a same-size line."""
+    conn = sqlite3.connect(work / "floor.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, line BLOB NOT NULL)")
+    fd = os.open(work / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    started = time.perf_counter()
+    for step in range(events):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t (id, line) VALUES (?, ?)", (step, line))
+        conn.commit()
+        os.write(fd, line)
+        os.fsync(fd)
+    elapsed = time.perf_counter() - started
+    os.close(fd)
+    conn.close()
+    return events / elapsed
+
+
+def emitter_rate(work: Path, events: int, per_transaction: int) -> float:
+    book = work / f"book-{per_transaction}"
+    book.mkdir()
+    conn = connect(book / DATABASE_FILE_NAME)
+    conn.execute(HOST_TABLE)
+    emitter = Emitter.open(conn, book, engine_run_id=f"bench-{per_transaction}")
+    transactions = max(1, events // per_transaction)
+    started = time.perf_counter()
+    for step in range(transactions):
+        with emitter.transaction():
+            conn.execute(HOST_INSERT, (step,))
+            for _ in range(per_transaction):
+                emitter.emit(Spend(committed_micro_usd=step * 1000))
+    elapsed = time.perf_counter() - started
+    emitter.close()
+    conn.close()
+    return transactions * per_transaction / elapsed
+
+
+def memory_child(work: Path, events: int) -> None:
+    """Commit `events` rows unprojected (as after a long degraded episode), then project them all."""
+    book = work / "book-memory"
+    book.mkdir()
+    conn = connect(book / DATABASE_FILE_NAME)
+    emitter = Emitter.open(conn, book, engine_run_id="bench-memory")
+    conn.execute("BEGIN IMMEDIATE")
+    for index in range(events):
+        emitter.emit(UnitDone(unit=f"unit-{index:07d}", index=index))
+    conn.commit()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    emitter.flush()
+    elapsed = time.perf_counter() - started
+    emitter.close()
+    conn.close()
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    size = (book / "events.jsonl").stat().st_size
+    print(f"{events} {elapsed:.3f} {size} {before} {peak_kib}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batched-events", type=int, default=200_000)
+    parser.add_argument("--memory-events", type=int, default=1_000_000)
+    parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as name:
+        work = Path(name)
+        if args.memory_child is not None:
+            memory_child(work, args.memory_child)
+            return
+        line = b'{"seq":7,"type":"spend","time":"2026-11-30T02:08:57.213Z","data":{"committed_micro_usd":1250000}}\n'
+        print(
+            f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"SQLite {sqlite3.sqlite_version}"
+        )
+        # Floor and project alternate in rounds, so that a disk or a neighbour slowing down for a
+        # while weighs on both; the ratio is the median of the rounds' ratios.
+        ratios, floors, singles = [], [], []
+        for round_number in range(args.rounds):
+            round_dir = work / f"round-{round_number}"
+            round_dir.mkdir()
+            floors.append(floor_rate(round_dir, args.events // args.rounds, line))
+            singles.append(emitter_rate(round_dir, args.events // args.rounds, 1))
+            ratios.append(singles[-1] / floors[-1])
+        floor, single = statistics.median(floors), statistics.median(singles)
+        print(
+            f"durable per-event rate : {single:10.0f} events/s   floor {floor:10.0f}/s   "
+            f"ratio {statistics.median(ratios):.2f} (target >= 0.80; rounds: "
+            f"{', '.join(f'{r:.2f}' for r in ratios)})"
+        )
+        batched = emitter_rate(work, args.batched_events, 100)
+        print(
+            f"100 events/transaction : {batched:10.0f} events/s   floor {floor:10.0f}/s   "
+            f"ratio {batched / floor:.1f} (target >= 50,000 events/s)"
+        )
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--memory-child",
+                str(args.memory_events),
+                "--dir",
+                str(work),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        events, elapsed, size, before_kib, peak_kib = child.stdout.split()
+        print(
+            f"project {int(events):,} committed events: {float(elapsed):.1f} s, "
+            f"{int(size) / 2**20:.0f} MiB written, peak RSS {int(peak_kib) / 1024:.0f} MB "
+            f"(before projecting {int(before_kib) / 1024:.0f} MB; target < 100 MB)"
+        )
+
+
+if __name__ == "__main__":
+    main()

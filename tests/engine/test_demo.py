@@ -1,0 +1,182 @@
+"""The reference engine as a process: exit codes, the ceiling, stops by signal, resume, the lock."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+pytestmark = pytest.mark.crash
+
+
+def demo(book_dir: Path, *options: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "engine_events._cli", "demo", str(book_dir), *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def finish(process: subprocess.Popen[bytes]) -> tuple[int, str]:
+    _, stderr = process.communicate(timeout=120)
+    return process.returncode, stderr.decode()
+
+
+def lines(book_dir: Path) -> list[dict[str, object]]:
+    return [orjson.loads(raw) for raw in (book_dir / "events.jsonl").read_bytes().splitlines()]
+
+
+def status(book_dir: Path) -> tuple[int, dict[str, object]]:
+    result = subprocess.run(
+        [sys.executable, "-m", "engine_events._cli", "status", str(book_dir), "--json"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return result.returncode, orjson.loads(result.stdout)
+
+
+def wait_for_lines(book_dir: Path, count: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        journal = book_dir / "events.jsonl"
+        if journal.exists() and journal.read_bytes().count(b"\n") >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"fewer than {count} lines after {timeout_s} s")
+
+
+def test_clean_run_exits_0_with_every_unit_and_the_money(tmp_path: Path) -> None:
+    """A run to the end exits 0; finished carries the volume and the ledger's money."""
+    book = tmp_path / "book-a"
+    code, stderr = finish(
+        demo(
+            book,
+            "--units",
+            "3",
+            "--stages",
+            "a,b,c",
+            "--pace-ms",
+            "0",
+            "--unit-cost-micro-usd",
+            "1000",
+        )
+    )
+    assert code == 0, stderr
+    events = lines(book)
+    assert [e["data"]["unit"] for e in events if e["type"] == "unit_done"] == [  # type: ignore[index]
+        "unit-0001",
+        "unit-0002",
+        "unit-0003",
+    ]
+    spends = [e["data"]["committed_micro_usd"] for e in events if e["type"] == "spend"]  # type: ignore[index]
+    assert spends == [1000 * step for step in range(1, 10)], "spend is cumulative"
+    assert events[-1]["type"] == "finished"
+    assert events[-1]["data"] == {
+        "outcome": "clean",
+        "exit_code": 0,
+        "stop": None,
+        "refusal": None,
+        "volume": {"units_done": 3, "units_total": 3},
+        "money": {"committed_micro_usd": 9000},
+    }
+
+
+def test_ceiling_stops_with_exit_4_and_resumes_as_a_new_stream(tmp_path: Path) -> None:
+    """The ceiling stops before the step that would pass it (exit 4, shortfall); a resume finishes."""
+    book = tmp_path / "book-c"
+    code, stderr = finish(
+        demo(
+            book,
+            "--units",
+            "4",
+            "--pace-ms",
+            "0",
+            "--unit-cost-micro-usd",
+            "100",
+            "--ceiling-micro-usd",
+            "450",
+        )
+    )
+    assert code == 4, stderr
+    events = lines(book)
+    ceiling, finished = events[-2], events[-1]
+    assert ceiling["type"] == "ceiling"
+    assert ceiling["data"] == {"halted": True, "scope": "book", "shortfall_micro_usd": 50}
+    assert finished["data"]["outcome"] == "ceiling" and finished["data"]["exit_code"] == 4  # type: ignore[index]
+    assert finished["data"]["money"] == {"committed_micro_usd": 400}  # type: ignore[index]
+    _, report = status(book)
+    assert report["ceiling"] == ceiling["data"]
+    assert report["money"] == {"committed_micro_usd": 400}
+
+    code, stderr = finish(
+        demo(
+            book,
+            "--units",
+            "4",
+            "--pace-ms",
+            "0",
+            "--unit-cost-micro-usd",
+            "100",
+            "--ceiling-micro-usd",
+            "10000",
+        )
+    )
+    assert code == 0, stderr
+    events = lines(book)
+    hellos = [e for e in events if e["type"] == "hello"]
+    assert len(hellos) == 2 and hellos[1]["seq"] == 1
+    assert events[-1]["data"]["money"] == {"committed_micro_usd": 800}  # type: ignore[index]
+    _, report = status(book)
+    assert report["ceiling"] is None, "the latest stream did not stop at the ceiling"
+    assert len(report["streams"]) == 2  # type: ignore[arg-type]
+
+
+def test_sigterm_is_a_soft_stop_with_exit_5(tmp_path: Path) -> None:
+    """SIGTERM finishes the step in flight, then exits 5 with finished.stop = "soft"."""
+    book = tmp_path / "book-s"
+    process = demo(book, "--units", "50", "--pace-ms", "200")
+    wait_for_lines(book, 2)
+    process.send_signal(signal.SIGTERM)
+    code, stderr = finish(process)
+    assert code == 5, stderr
+    events = lines(book)
+    assert events[-1]["data"]["stop"] == "soft"  # type: ignore[index]
+    assert events[-2]["type"] == "spend", "the step in flight was finished"
+
+
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT])
+def test_second_signal_is_a_hard_stop(tmp_path: Path, second: signal.Signals) -> None:
+    """A second SIGTERM, or a SIGINT, abandons the step in flight: exit 5, stop = "hard"."""
+    book = tmp_path / "book-h"
+    process = demo(book, "--units", "50", "--pace-ms", "3000")
+    wait_for_lines(book, 2)
+    if second == signal.SIGTERM:
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+    process.send_signal(second)
+    code, stderr = finish(process)
+    assert code == 5, stderr
+    events = lines(book)
+    assert events[-1]["data"]["stop"] == "hard"  # type: ignore[index]
+    assert not any(e["type"] == "spend" for e in events), "the abandoned step committed nothing"
+
+
+def test_lock_refuses_a_second_engine_and_status_while_live(tmp_path: Path) -> None:
+    """While an engine runs, a second engine and `status` both exit 12; after it, status works."""
+    book = tmp_path / "book-l"
+    live = demo(book, "--units", "50", "--pace-ms", "100")
+    wait_for_lines(book, 2)
+    code, stderr = finish(demo(book, "--units", "1"))
+    assert code == 12, stderr
+    code, report = status(book)
+    assert (code, report) == (12, {"error": "project_locked"})
+    live.send_signal(signal.SIGINT)
+    assert finish(live)[0] == 5
+    code, report = status(book)
+    assert code == 0 and report["finished"]["stop"] == "hard"  # type: ignore[index]
