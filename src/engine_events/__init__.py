@@ -5,6 +5,7 @@ the engine's checkpoint, then projected as fsynced NDJSON lines to `<book>/event
 """
 
 from ._decode import Line, decode_line
+from ._emitter import Emitter, JournalErrorPolicy
 from ._events import (
     STREAM_VERSION,
     BankStop,
@@ -19,7 +20,9 @@ from ._events import (
 )
 from ._exit_codes import ExitCode
 from ._line import LINE_BYTES_MAX, encode_line, format_time
+from ._lock import BookLock
 from ._money import require_micro_usd, usd_to_micro_usd
+from ._schema import DATABASE_FILE_NAME, connect
 from .errors import (
     BookDirectoryError,
     DurabilityError,
@@ -37,18 +40,22 @@ from .errors import (
 )
 
 __all__ = [
+    "DATABASE_FILE_NAME",
     "LINE_BYTES_MAX",
     "STREAM_VERSION",
     "BankStop",
     "BookDirectoryError",
+    "BookLock",
     "Ceiling",
     "DurabilityError",
+    "Emitter",
     "EngineEventsError",
     "Event",
     "EventError",
     "ExitCode",
     "Finished",
     "Hello",
+    "JournalErrorPolicy",
     "JournalWriteError",
     "Line",
     "LineError",
@@ -63,6 +70,7 @@ __all__ = [
     "Spend",
     "UnitDone",
     "UnsupportedVersion",
+    "connect",
     "decode_line",
     "encode_line",
     "format_time",

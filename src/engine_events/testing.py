@@ -9,13 +9,15 @@ projection:
     before_fsync   after the write, before fsync
     after_fsync    after fsync, before the watermark is recorded
 
-`python -m engine_events.testing BOOK_DIR [--crash-at POINT:N] [demo options]` runs the reference
-engine with such an IO: the crash tests use it to kill a real process at a chosen point.
+`python -m engine_events.testing BOOK_DIR [--crash-at POINT:N] [--fail-with ERRNO:N] [options]` runs
+the reference engine with such an IO: the crash and fault tests use it on real processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import logging
 import os
 import signal
 import sys
@@ -30,18 +32,31 @@ CRASH_POINTS = ("before_write", "mid_write", "before_fsync", "after_fsync")
 class FaultyIO(OsJournalIO):
     """The real system calls, with faults switched on and off by the test."""
 
-    def __init__(self, *, crash_at: str | None = None, crash_on: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        crash_at: str | None = None,
+        crash_on: int = 1,
+        fail_errno: int | None = None,
+        fail_after_writes: int = 0,
+    ) -> None:
         if crash_at is not None and crash_at not in CRASH_POINTS:
             raise ValueError(f"unknown crash point {crash_at!r}; known: {', '.join(CRASH_POINTS)}")
         self.crash_at = crash_at
         self._crash_countdown = crash_on
         self.fail_errno: int | None = None
         """While set, writes (after a partial one) and fsyncs fail with this errno."""
+        self._pending_errno = fail_errno
+        self._writes_before_failing = fail_after_writes
         self.failures = 0
         self._partial_written = False
 
     def write(self, fd: int, data: memoryview) -> int:
         self._maybe_crash("before_write")
+        if self._pending_errno is not None:
+            if self._writes_before_failing <= 0:
+                self.fail_errno, self._pending_errno = self._pending_errno, None
+            self._writes_before_failing -= 1
         if self.fail_errno is not None:
             if not self._partial_written and len(data) > 1:
                 self._partial_written = True
@@ -81,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--crash-at", default=None, help="POINT:N — SIGKILL at the Nth time at POINT"
     )
+    parser.add_argument(
+        "--fail-with", default=None, help="ERRNO:N — after N good writes, writes fail with ERRNO"
+    )
+    parser.add_argument("--on-journal-error", choices=("degrade", "fail"), default="degrade")
     parser.add_argument("--units", type=int, default=4)
     parser.add_argument("--stages", default="draft,edit")
     parser.add_argument("--unit-cost-micro-usd", type=int, default=250_000)
@@ -90,18 +109,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.crash_at:
         point, _, count = args.crash_at.partition(":")
         crash_at, crash_on = point, int(count or 1)
+    fail_errno, fail_after = None, 0
+    if args.fail_with:
+        name, _, count = args.fail_with.partition(":")
+        fail_errno, fail_after = getattr(errno, name), int(count or 0)
     stops = StopRequests()
     stops.install()
     options = DemoOptions(
+        on_journal_error=args.on_journal_error,
         units=args.units,
         stages=tuple(args.stages.split(",")),
         unit_cost_micro_usd=args.unit_cost_micro_usd,
         pace_ms=args.pace_ms,
     )
     args.book_dir.mkdir(parents=True, exist_ok=True)
-    return run_demo(
-        args.book_dir, options, io=FaultyIO(crash_at=crash_at, crash_on=crash_on), stops=stops
+    io = FaultyIO(
+        crash_at=crash_at, crash_on=crash_on, fail_errno=fail_errno, fail_after_writes=fail_after
     )
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return run_demo(args.book_dir, options, io=io, stops=stops)
 
 
 if __name__ == "__main__":

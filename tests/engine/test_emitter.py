@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -182,15 +185,35 @@ def test_missing_book_directory_is_a_typed_error(tmp_path: Path) -> None:
         BookLock(tmp_path / "absent")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
-def test_unwritable_book_directory_is_a_typed_error(book_dir: Path) -> None:
-    """A book directory the process cannot write is refused with BookDirectoryError."""
-    book_dir.chmod(0o500)
+@pytest.fixture
+def unwritable_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory this process cannot create files in, even as root (a read-only mount)."""
+    path = tmp_path / "read-only-book"
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        yield path
+        path.chmod(0o755)
+        return
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(path)],
+        capture_output=True, check=False,
+    )
+    if mounted.returncode != 0:  # no mount privilege: sysfs refuses new files to root as well
+        yield Path("/sys")
+        return
     try:
-        with pytest.raises(BookDirectoryError, match="cannot create the book lock"):
-            BookLock(book_dir)
+        yield path
     finally:
-        book_dir.chmod(0o700)
+        subprocess.run(["umount", str(path)], check=True)
+
+
+def test_unwritable_book_directory_is_a_typed_error(unwritable_dir: Path) -> None:
+    """A book directory the process may not write is refused with BookDirectoryError, exit 11."""
+    with pytest.raises(BookDirectoryError, match="cannot create the book lock") as raised:
+        BookLock(unwritable_dir)
+    assert raised.value.exit_code == 11
+    assert raised.value.errno in (errno.EACCES, errno.EROFS, errno.EPERM)
 
 
 def test_resume_is_a_new_stream_in_the_same_file(book_dir: Path) -> None:

@@ -143,3 +143,56 @@ def test_fail_policy_process_exits_1_with_nothing_lost(book_dir: Path) -> None:
     conn = connect(book_dir / DATABASE_FILE_NAME)
     assert journal.read_bytes() == b"".join(committed_lines(conn))
     conn.close()
+
+
+@pytest.mark.parametrize("name", ["ENOSPC", "EIO"])
+def test_fault_in_a_real_process_degrades_or_fails(book_dir: Path, name: str) -> None:
+    """Through the seam, in real processes: `degrade` finishes (exit 0) with every row kept and
+    projected once the fault clears; `fail` exits 1 and the next run projects what it committed."""
+    common = [
+        sys.executable,
+        "-m",
+        "engine_events.testing",
+        "--units",
+        "3",
+        "--fail-with",
+        f"{name}:3",
+    ]
+    degraded = subprocess.run(
+        [*common, str(book_dir / "degrade")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert degraded.returncode == 0, degraded.stderr
+    assert f"errno {getattr(errno, name)}" in degraded.stderr
+    failed = subprocess.run(
+        [*common, str(book_dir / "fail"), "--on-journal-error", "fail"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert failed.returncode == 1, failed.stderr
+    for book in (book_dir / "degrade", book_dir / "fail"):
+        conn = connect(book / DATABASE_FILE_NAME)
+        rows = committed_lines(conn)
+        assert read_status(conn)["journal"] == ("degraded" if book.name == "degrade" else "ok")
+        conn.close()
+        content = (book / "events.jsonl").read_bytes()
+        assert content == b"".join(rows[: content.count(b"\n")]), (
+            "the file is a prefix of the outbox"
+        )
+        assert len(rows) > content.count(b"\n"), "rows waited in the outbox"
+        again = subprocess.run(
+            [sys.executable, "-m", "engine_events.testing", "--units", "3", str(book)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert again.returncode == 0, again.stderr
+        conn = connect(book / DATABASE_FILE_NAME)
+        assert (book / "events.jsonl").read_bytes() == b"".join(committed_lines(conn))
+        conn.close()
