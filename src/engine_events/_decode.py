@@ -14,11 +14,10 @@ from typing import Any
 import orjson
 
 from ._events import STREAM_MAJOR
-from ._line import LINE_BYTES_MAX
+from ._line import LINE_BYTES_MAX, TIME_PATTERN
 from ._money import require_micro_usd
 from .errors import MalformedLine, MoneyError, UnsupportedVersion
 
-_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
@@ -57,7 +56,7 @@ def decode_line(raw: bytes) -> Line:
     if not isinstance(kind, str) or not kind:
         raise MalformedLine("type must be a non-empty string")
     time = value.get("time")
-    if not isinstance(time, str) or not _TIME.fullmatch(time):
+    if not isinstance(time, str) or not TIME_PATTERN.fullmatch(time):
         raise MalformedLine(f"time must be RFC 3339 UTC with milliseconds, got {time!r}")
     data = value.get("data")
     if not isinstance(data, dict):

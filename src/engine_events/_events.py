@@ -7,6 +7,7 @@ its keys in the documented order.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -18,6 +19,8 @@ STREAM_VERSION = "1.3"
 STREAM_MAJOR = 1
 
 StopKind = Literal["soft", "hard"]
+STREAM_VERSION_PATTERN = re.compile(r"(\d+)\.(\d+)")
+"""`MAJOR.MINOR`: what every reader parses out of `hello.stream_version`."""
 
 
 def _require_str(value: object, name: str, *, allow_empty: bool = False) -> str:
@@ -58,6 +61,8 @@ class Hello(Event):
         _require_str(self.book_id, "book_id")
         _require_str(self.chunker_version, "chunker_version", allow_empty=True)
         _require_str(self.stream_version, "stream_version")
+        if STREAM_VERSION_PATTERN.fullmatch(self.stream_version) is None:
+            raise EventError(f"stream_version must be MAJOR.MINOR, got {self.stream_version!r}")
 
     def data(self) -> dict[str, Any]:
         return {

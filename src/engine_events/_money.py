@@ -39,7 +39,12 @@ def usd_to_micro_usd(usd: Decimal | int) -> int:
         raise MoneyError("usd", usd, "must be finite")
     if amount < 0:
         raise MoneyError("usd", usd, "must not be negative")
+    if amount.adjusted() > 19:  # 10**20 USD or more: far past MICRO_USD_MAX, too big to compute
+        raise MoneyError("usd", usd, "does not fit a signed 64-bit integer of micro-USD")
     with decimal.localcontext() as context:
         context.prec = max(64, len(amount.as_tuple().digits) + 8)
+        context.Emax = decimal.MAX_EMAX  # no decimal.Overflow escapes instead of a MoneyError
+        context.Emin = decimal.MIN_EMIN  # a tiny positive amount does not underflow to 0
+        context.traps[decimal.Inexact] = True  # the product is exact at this precision
         micro = (amount * MICRO_USD_PER_USD).to_integral_value(rounding=decimal.ROUND_CEILING)
     return require_micro_usd(int(micro), "usd")

@@ -1,0 +1,475 @@
+"""`engine-events verify JOURNAL [--json]`: the journal's fsck.
+
+The journal is read once, front to back, one line at a time: no more than one line (at most
+`LINE_BYTES_MAX` bytes) is held in memory, whatever the size of the file. Lines are split into
+streams by their `hello` (its `engine_run_id`); every other line belongs to the stream of the latest
+`hello` above it. Each stream must
+
+- start with a `hello` of seq 1 whose major version is 1 (else `unsupported_version`),
+- be dense: the next new seq is always the last one plus one (else `gap`),
+- repeat only byte-identical lines, for ANY earlier seq (else `payload_conflict`),
+- consist of lines that parse and respect the types and money rules of `_decode` (else `malformed`).
+
+The FIRST problem of each stream is reported with its 1-based line number, the byte offset where the
+line starts and its seq (null when the line has none); the stream's later lines are counted but not
+judged. Lines before any `hello` belong to no stream: the first of them is reported in `orphans`.
+An unterminated last line is crash residue or a line a live writer has not finished: it is a note
+(`torn_tail`), never a failure. Unlike the platform's tailer, which stops a stream at its first
+problem, verify reads to the end and reports every stream.
+
+Recognising a repeat needs the digest of every accepted line. Those are kept by `_DigestStore`: 32
+bytes per line, in a small memory buffer that spills to an anonymous temporary file, so memory does
+not grow with the journal.
+
+`command` exits 0 when all is well, 1 when a problem was found, 2 when the file cannot be read.
+With `--json` it prints:
+
+    {"ok": bool, "path": str, "lines": int, "bytes": int,
+     "torn_tail": null | {"offset": int, "bytes": int},
+     "streams": [{"engine_run_id": str, "verdict": "ok" | "gap" | "payload_conflict" | "malformed"
+                  | "unsupported_version", "last_seq": int, "lines": int, "duplicates": int,
+                  "problem": null | {"line": int, "offset": int, "seq": int | null, "detail": str}}],
+     "orphans": [{"verdict": "malformed", "line", "offset", "seq", "detail"}]}
+
+and, when the file cannot be read, `{"ok": false, "path", "error": "unreadable", "detail"}`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, BinaryIO, Literal
+
+import orjson
+
+from ._decode import Line, decode_line, require_supported
+from ._line import LINE_BYTES_MAX
+from .errors import LineError
+
+EXIT_OK = 0
+"""Every stream is sound (a torn tail is only a note)."""
+EXIT_PROBLEM = 1
+"""At least one stream, or the region before the first hello, has a problem."""
+EXIT_UNREADABLE = 2
+"""The journal could not be opened or read."""
+
+Verdict = Literal["ok", "gap", "payload_conflict", "malformed", "unsupported_version"]
+
+DIGEST_BYTES = hashlib.sha256().digest_size
+DIGEST_BUFFER_BYTES_MAX = 256 * 1024
+"""Digests held in memory before they are spilled to the temporary file."""
+READ_BUFFER_BYTES = 256 * 1024
+DETAIL_CHARS_MAX = 240
+"""A problem's detail is cut to this length: it may quote a value of the line, which may be huge."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The first problem of a stream (or of the region before any hello)."""
+
+    verdict: Verdict
+    line: int
+    """1-based line number in the file."""
+    offset: int
+    """Byte offset where the offending line starts."""
+    seq: int | None
+    """The line's seq, or None when the line has none (not JSON, no integer seq, too long)."""
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "offset": self.offset, "seq": self.seq, "detail": self.detail}
+
+
+@dataclass
+class StreamReport:
+    """What verify found for one stream."""
+
+    engine_run_id: str
+    last_seq: int = 0
+    """The highest seq accepted in order before the stream's first problem (0: none)."""
+    lines: int = 0
+    """Lines of the file that belong to this stream, repeats and unjudged lines included."""
+    duplicates: int = 0
+    """Byte-identical repeats of an earlier seq (harmless: the stream is at-least-once)."""
+    problem: Problem | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        return "ok" if self.problem is None else self.problem.verdict
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "engine_run_id": self.engine_run_id,
+            "verdict": self.verdict,
+            "last_seq": self.last_seq,
+            "lines": self.lines,
+            "duplicates": self.duplicates,
+            "problem": None if self.problem is None else self.problem.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """An unterminated last line: not judged, and not a failure."""
+
+    offset: int
+    size_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offset": self.offset, "bytes": self.size_bytes}
+
+
+@dataclass
+class JournalReport:
+    """The whole verdict on one journal file."""
+
+    path: str
+    lines: int = 0
+    """Complete (newline-terminated) lines."""
+    size_bytes: int = 0
+    """Bytes read, the torn tail included."""
+    torn_tail: TornTail | None = None
+    streams: list[StreamReport] = field(default_factory=list)
+    """In the order their first line appears in the file."""
+    orphans: list[Problem] = field(default_factory=list)
+    """The first problem before any hello (at most one: that region is judged like a stream)."""
+    orphan_lines: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.orphans and all(stream.problem is None for stream in self.streams)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "path": self.path,
+            "lines": self.lines,
+            "bytes": self.size_bytes,
+            "torn_tail": None if self.torn_tail is None else self.torn_tail.to_json(),
+            "streams": [stream.to_json() for stream in self.streams],
+            "orphans": [{"verdict": p.verdict, **p.to_json()} for p in self.orphans],
+        }
+
+
+class _DigestStore:
+    """The sha256 of accepted lines, addressed by an index given at `append`, in bounded memory.
+
+    The newest digests sit in a memory buffer of at most `DIGEST_BUFFER_BYTES_MAX`; older ones are
+    in an anonymous temporary file (created on first spill, gone when closed), read with `pread`.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._spilled = 0
+        self._file: BinaryIO | None = None
+
+    def __enter__(self) -> _DigestStore:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    @property
+    def count(self) -> int:
+        return self._spilled + len(self._buffer) // DIGEST_BYTES
+
+    def append(self, digest: bytes) -> int:
+        if len(digest) != DIGEST_BYTES:
+            raise ValueError(f"a digest is {DIGEST_BYTES} bytes, got {len(digest)}")
+        index = self.count
+        self._buffer += digest
+        if len(self._buffer) >= DIGEST_BUFFER_BYTES_MAX:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 (closed in __exit__)
+            self._file.write(self._buffer)
+            self._spilled += len(self._buffer) // DIGEST_BYTES
+            self._buffer.clear()
+        return index
+
+    def get(self, index: int) -> bytes:
+        if not 0 <= index < self.count:
+            raise IndexError(index)
+        if index >= self._spilled:
+            start = (index - self._spilled) * DIGEST_BYTES
+            return bytes(self._buffer[start : start + DIGEST_BYTES])
+        if self._file is None:
+            raise RuntimeError("digest store lost its spill file")
+        digest = os.pread(self._file.fileno(), DIGEST_BYTES, index * DIGEST_BYTES)
+        if len(digest) != DIGEST_BYTES:
+            raise OSError(f"short read of digest {index} from the spill file")
+        return digest
+
+
+@dataclass
+class _Stream:
+    report: StreamReport
+    extent_seqs: list[int] = field(default_factory=list)
+    """First seq of each run of this stream's digests that are contiguous in the store."""
+    extent_indexes: list[int] = field(default_factory=list)
+    """Store index of the digest of `extent_seqs[k]`."""
+
+    def remember(self, seq: int, digest: bytes, store: _DigestStore) -> None:
+        """Store the digest of the new seq (always `last_seq + 1`)."""
+        last_index = self._index_of(seq - 1) if self.extent_seqs else None
+        index = store.append(digest)
+        if last_index is None or index != last_index + 1:
+            self.extent_seqs.append(seq)
+            self.extent_indexes.append(index)
+
+    def digest_of(self, seq: int, store: _DigestStore) -> bytes:
+        return store.get(self._index_of(seq))
+
+    def _index_of(self, seq: int) -> int:
+        k = bisect.bisect_right(self.extent_seqs, seq) - 1
+        if k < 0:
+            raise KeyError(seq)
+        return self.extent_indexes[k] + (seq - self.extent_seqs[k])
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """One piece of the file as read: a complete line, an over-long line, or the torn tail."""
+
+    offset: int
+    size_bytes: int
+    raw: bytes | None
+    """The line's bytes (newline included); None for a line longer than the limit (not kept)."""
+    complete: bool
+
+
+def _chunks(file: BinaryIO) -> Iterator[_Chunk]:
+    """Yield the file's lines in order, holding at most one line of `LINE_BYTES_MAX` + 1 bytes."""
+    limit = LINE_BYTES_MAX + 1
+    offset = 0
+    while True:
+        raw = file.readline(limit)
+        if not raw:
+            return
+        if raw.endswith(b"\n"):
+            yield _Chunk(offset, len(raw), raw, complete=True)
+            offset += len(raw)
+            continue
+        size = len(raw)
+        if size < limit:  # end of file inside the line
+            yield _Chunk(offset, size, raw, complete=False)
+            return
+        del raw  # longer than any valid line: skip to its end without keeping it
+        while True:
+            piece = file.readline(limit)
+            size += len(piece)
+            if not piece:
+                yield _Chunk(offset, size, None, complete=False)
+                return
+            if piece.endswith(b"\n"):
+                break
+        yield _Chunk(offset, size, None, complete=True)
+        offset += size
+
+
+def _salvage(raw: bytes | None) -> tuple[int | None, str | None]:
+    """For a line `decode_line` refused: its seq if it has one, and the run id if it is a hello."""
+    if raw is None or len(raw) > LINE_BYTES_MAX:  # an over-long line is never parsed
+        return None, None
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(value, dict):
+        return None, None
+    seq = value.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        seq = None
+    run_id = None
+    data = value.get("data")
+    if value.get("type") == "hello" and isinstance(data, dict):
+        candidate = data.get("engine_run_id")
+        if isinstance(candidate, str) and candidate:
+            run_id = candidate
+    return seq, run_id
+
+
+def _cut(detail: str) -> str:
+    if len(detail) <= DETAIL_CHARS_MAX:
+        return detail
+    return detail[: DETAIL_CHARS_MAX - 1] + "…"
+
+
+class _Checker:
+    """Judges lines one by one; `report` holds what was found so far."""
+
+    def __init__(self, path: str, store: _DigestStore) -> None:
+        self.report = JournalReport(path=path)
+        self._store = store
+        self._streams: dict[str, _Stream] = {}
+        self._current: _Stream | None = None
+
+    def feed(self, chunk: _Chunk) -> None:
+        self.report.size_bytes += chunk.size_bytes
+        if not chunk.complete:
+            self.report.torn_tail = TornTail(chunk.offset, chunk.size_bytes)
+            return
+        self.report.lines += 1
+        number = self.report.lines
+        line: Line | None = None
+        failure: LineError | None = None
+        if chunk.raw is None:
+            detail = f"line of {chunk.size_bytes} bytes exceeds the limit of {LINE_BYTES_MAX} bytes"
+            failure = LineError(detail)
+        else:
+            try:
+                line = decode_line(chunk.raw)
+            except LineError as error:
+                failure = error
+
+        if line is not None and line.type == "hello":
+            self._on_hello(line, number, chunk.offset)
+            return
+        if line is None:
+            seq, hello_run_id = _salvage(chunk.raw)
+            stream = self._current
+            if hello_run_id is not None:  # a hello that names its stream but is malformed
+                stream, _ = self._switch_to(hello_run_id)
+            reason = "unreadable line" if failure is None else failure.reason
+            self._fail(stream, number, chunk.offset, seq, reason)
+        elif self._current is None:
+            self._fail(None, number, chunk.offset, line.seq, "a line before any hello")
+        else:
+            self._judge(self._current, line, number, chunk.offset)
+
+    def _switch_to(self, run_id: str) -> tuple[_Stream, bool]:
+        stream = self._streams.get(run_id)
+        is_new = stream is None
+        if stream is None:
+            stream = _Stream(StreamReport(engine_run_id=run_id))
+            self._streams[run_id] = stream
+            self.report.streams.append(stream.report)
+        self._current = stream
+        return stream, is_new
+
+    def _on_hello(self, hello: Line, number: int, offset: int) -> None:
+        stream, is_new = self._switch_to(hello.data["engine_run_id"])
+        if not is_new:
+            self._judge(stream, hello, number, offset)
+            return
+        stream.report.lines += 1
+        try:
+            require_supported(hello)
+        except LineError as error:
+            verdict: Verdict = "malformed"
+            if error.kind == "unsupported_version":
+                verdict = "unsupported_version"
+            stream.report.problem = Problem(verdict, number, offset, hello.seq, _cut(error.reason))
+            return
+        stream.remember(1, hashlib.sha256(hello.raw).digest(), self._store)
+        stream.report.last_seq = 1
+
+    def _judge(self, stream: _Stream, line: Line, number: int, offset: int) -> None:
+        report = stream.report
+        report.lines += 1
+        if report.problem is not None:
+            return
+        if line.seq <= report.last_seq:
+            if hashlib.sha256(line.raw).digest() == stream.digest_of(line.seq, self._store):
+                report.duplicates += 1
+                return
+            detail = f"seq {line.seq} repeats with bytes other than its first occurrence"
+            report.problem = Problem("payload_conflict", number, offset, line.seq, detail)
+            return
+        if line.seq > report.last_seq + 1:
+            detail = f"seq {line.seq} follows seq {report.last_seq}"
+            report.problem = Problem("gap", number, offset, line.seq, detail)
+            return
+        stream.remember(line.seq, hashlib.sha256(line.raw).digest(), self._store)
+        report.last_seq = line.seq
+
+    def _fail(
+        self, stream: _Stream | None, number: int, offset: int, seq: int | None, detail: str
+    ) -> None:
+        """A malformed line: the first problem of its stream, or of the region before any hello."""
+        problem = Problem("malformed", number, offset, seq, _cut(detail))
+        if stream is None:
+            self.report.orphan_lines += 1
+            if not self.report.orphans:
+                self.report.orphans.append(problem)
+            return
+        stream.report.lines += 1
+        if stream.report.problem is None:
+            stream.report.problem = problem
+
+
+def verify_journal(path: Path) -> JournalReport:
+    """Read the journal at `path` once and judge every stream in it.
+
+    Raises `OSError` when the file cannot be opened or read.
+    """
+    with open(path, "rb", buffering=READ_BUFFER_BYTES) as file, _DigestStore() as store:
+        checker = _Checker(str(path), store)
+        for chunk in _chunks(file):
+            checker.feed(chunk)
+    return checker.report
+
+
+def format_text(report: JournalReport) -> str:
+    """The short human summary that `verify` prints without `--json`."""
+    streams = len(report.streams)
+    head = (
+        f"{report.path}: {'OK' if report.ok else 'PROBLEMS FOUND'} — {streams} "
+        f"stream{'s' if streams != 1 else ''}, {report.lines} lines, {report.size_bytes} bytes"
+    )
+    out = [head]
+    for problem in report.orphans:
+        count = f"{report.orphan_lines} line{'s' if report.orphan_lines != 1 else ''}"
+        out.append(f"  before any hello ({count}): {_describe(problem)}")
+    for stream in report.streams:
+        counts = f"last seq {stream.last_seq}, {stream.lines} lines, {stream.duplicates} duplicates"
+        if stream.problem is None:
+            out.append(f"  {stream.engine_run_id}: ok — {counts}")
+        else:
+            out.append(f"  {stream.engine_run_id}: {_describe(stream.problem)} ({counts})")
+    if report.torn_tail is not None:
+        tail = report.torn_tail
+        out.append(
+            f"  note: unterminated last line at byte {tail.offset} ({tail.size_bytes} bytes): "
+            "crash residue or a line still being written; not judged"
+        )
+    return "\n".join(out)
+
+
+def _describe(problem: Problem) -> str:
+    seq = "no seq" if problem.seq is None else f"seq {problem.seq}"
+    return (
+        f"{problem.verdict} at line {problem.line} (byte {problem.offset}, {seq}): {problem.detail}"
+    )
+
+
+def command(journal: Path, *, as_json: bool) -> int:
+    """`engine-events verify JOURNAL [--json]`: print the report, return the exit code."""
+    try:
+        report = verify_journal(journal)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        if as_json:
+            failure = {"ok": False, "path": str(journal), "error": "unreadable", "detail": reason}
+            print(orjson.dumps(failure, option=orjson.OPT_INDENT_2).decode())
+        else:
+            print(f"{journal}: cannot read the journal: {reason}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if as_json:
+        print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(format_text(report))
+    return EXIT_OK if report.ok else EXIT_PROBLEM

@@ -1,0 +1,418 @@
+"""`engine-events watch BOOK_DIR`: a live view of a book for a person, read from the journal alone.
+
+Three parts, kept apart so each can be tested without a terminal:
+
+- `JournalTail` reads the complete lines appended to `BOOK_DIR/events.jsonl` since its last call,
+  holding at most one read of `READ_BYTES_MAX` bytes; an unterminated last line waits for its `\n`.
+- `BookView` is the state a person sees, fed one line at a time: per-phase progress, units done,
+  the book's spend and the ceiling's shortfall, the current stream and its seq, the outcome.
+  A new stream's `hello` resets the per-stream state (phases, units of the stream, ceiling, outcome)
+  and keeps the book-wide state (spend, units of the book). Repeated lines (seq not above the
+  stream's last) are skipped, so an at-least-once journal never counts a unit twice.
+- `render` turns a view into `rich` renderables; `command` drives them with `rich.live.Live`.
+
+The view is for a person, not a check: a malformed line is counted and shown, never fatal
+(`engine-events verify` is the check). Money is shown in USD, computed from integer micro-USD.
+
+`command` returns 0 when the view ended as asked (one snapshot, or the latest stream `finished` and
+the engine's lock free), 1 when `timeout_s` passed first, 2 when the book directory does not exist,
+130 when interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from ._decode import Line, decode_line, require_supported
+from ._journal_file import JOURNAL_FILE_NAME
+from ._line import LINE_BYTES_MAX
+from ._lock import is_locked
+from ._money import MICRO_USD_PER_USD
+from .errors import LineError
+
+EXIT_DONE = 0
+EXIT_TIMED_OUT = 1
+EXIT_NO_BOOK = 2
+EXIT_INTERRUPTED = 130
+
+POLL_S = 0.15
+"""How often the journal's size (and the engine's lock) is checked while following."""
+READ_BYTES_MAX = 4 * LINE_BYTES_MAX
+"""The most read from the journal at once; larger than a line, so a whole line always fits."""
+RUN_ID_SHORT_CHARS = 8
+
+
+@dataclass
+class PhaseView:
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a `finished` line told."""
+
+    outcome: str
+    exit_code: int
+    stop: str | None
+    refusal: str | None
+    units_done: int | None
+    units_total: int | None
+
+
+@dataclass
+class BookView:
+    """Everything the view shows, built from the journal's lines in order (see `feed`)."""
+
+    book_id: str | None = None
+    engine_run_id: str | None = None
+    stream_version: str | None = None
+    streams: int = 0
+    seq: int = 0
+    """The last seq applied in the current stream."""
+    phases: dict[str, PhaseView] = field(default_factory=dict)
+    units_done: int = 0
+    """`unit_done` lines of the current stream."""
+    units_done_book: int = 0
+    """`unit_done` lines of every stream of the book."""
+    last_unit: str | None = None
+    spend_micro_usd: int | None = None
+    """The book's committed spend: the greatest cumulative `spend` (or `finished.money`) seen."""
+    shortfall_micro_usd: int | None = None
+    """Set when the current stream stopped on the ceiling and told what was missing."""
+    ceiling_halted: bool = False
+    bank_stop_signature: str | None = None
+    finished: Outcome | None = None
+    """The outcome of the current (latest) stream, once its `finished` line is read."""
+    refused_version: str | None = None
+    """The current stream's version when its major is not one this reader speaks."""
+    lines: int = 0
+    problems: int = 0
+    last_problem: str | None = None
+    gaps: int = 0
+    _last_seq_by_stream: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def feed(self, raw: bytes | None, *, offset: int | None = None) -> None:
+        """Apply one complete journal line (None: a line longer than the limit, not kept)."""
+        self.lines += 1
+        where = f"line {self.lines}" + ("" if offset is None else f" (byte {offset})")
+        if raw is None:
+            self._problem(f"{where}: longer than {LINE_BYTES_MAX} bytes")
+            return
+        try:
+            line = decode_line(raw)
+        except LineError as error:
+            self._problem(f"{where}: {error.kind}: {error.reason}")
+            return
+        if line.type == "hello":
+            self._on_hello(line, where)
+            return
+        if self.engine_run_id is None:
+            self._problem(f"{where}: a line before any hello")
+            return
+        if self.refused_version is not None:
+            return
+        if line.seq <= self.seq:
+            return  # a repeat: the journal is at-least-once
+        if line.seq > self.seq + 1:
+            self.gaps += 1
+            self._problem(f"{where}: gap, seq {line.seq} after {self.seq}")
+        self.seq = line.seq
+        self._last_seq_by_stream[self.engine_run_id] = line.seq
+        self._apply(line)
+
+    def _problem(self, text: str) -> None:
+        self.problems += 1
+        self.last_problem = text[:200]
+
+    def _on_hello(self, hello: Line, where: str) -> None:
+        run_id = str(hello.data["engine_run_id"])
+        known = self._last_seq_by_stream.get(run_id)
+        if known is not None:  # a repeated hello: back to a stream already seen
+            self.engine_run_id = run_id
+            self.seq = known
+            return
+        self.streams += 1
+        self.engine_run_id = run_id
+        self.book_id = str(hello.data["book_id"])
+        self.stream_version = str(hello.data["stream_version"])
+        self.seq = 1
+        self._last_seq_by_stream[run_id] = 1
+        self.phases = {}
+        self.units_done = 0
+        self.last_unit = None
+        self.shortfall_micro_usd = None
+        self.ceiling_halted = False
+        self.bank_stop_signature = None
+        self.finished = None
+        self.refused_version = None
+        try:
+            require_supported(hello)
+        except LineError as error:
+            self.refused_version = self.stream_version
+            self._problem(f"{where}: {error.kind}: {error.reason}")
+
+    def _apply(self, line: Line) -> None:
+        data = line.data
+        if line.type == "progress":
+            self.phases = {
+                str(name): PhaseView(done=count["done"], total=count["total"])
+                for name, count in data["phases"].items()
+            }
+        elif line.type == "unit_done":
+            self.units_done += 1
+            self.units_done_book += 1
+            self.last_unit = str(data["unit"])
+        elif line.type == "spend":
+            self._spent(data["committed_micro_usd"])
+        elif line.type == "ceiling":
+            self.ceiling_halted = bool(data["halted"])
+            shortfall = data.get("shortfall_micro_usd")
+            self.shortfall_micro_usd = shortfall if isinstance(shortfall, int) else None
+        elif line.type == "bank_stop":
+            self.bank_stop_signature = str(data["signature"])
+        elif line.type == "finished":
+            volume = data["volume"]
+            self.finished = Outcome(
+                outcome=str(data["outcome"]),
+                exit_code=int(data["exit_code"]),
+                stop=data.get("stop"),
+                refusal=data.get("refusal"),
+                units_done=volume.get("units_done"),
+                units_total=volume.get("units_total"),
+            )
+            money = data.get("money")
+            if isinstance(money, dict):
+                self._spent(money["committed_micro_usd"])
+        # an unknown type of the same major: nothing to show, the seq still advances
+
+    def _spent(self, committed_micro_usd: int) -> None:
+        if self.spend_micro_usd is None or committed_micro_usd > self.spend_micro_usd:
+            self.spend_micro_usd = committed_micro_usd
+
+
+class JournalTail:
+    """The complete lines appended to a journal since the last `read`, in order, with offsets.
+
+    `offset` is where the next unread line starts. A line longer than `LINE_BYTES_MAX` is skipped
+    without being kept and reported as `(offset, None)`. When the file is replaced or becomes
+    shorter than `offset`, `replaced` is set and reading starts again from byte 0.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.replaced = False
+        self._identity: tuple[int, int] | None = None
+        self._skipping_from: int | None = None
+        self._skip_end = 0
+
+    def read(self) -> list[tuple[int, bytes | None]]:
+        """Return the complete lines available now (at most about `READ_BYTES_MAX` bytes)."""
+        self.replaced = False
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return []
+        try:
+            status = os.fstat(fd)
+            identity = (status.st_dev, status.st_ino)
+            end = self._skip_end if self._skipping_from is not None else self.offset
+            if self._identity is not None and (identity != self._identity or status.st_size < end):
+                self.replaced = True
+                self.offset = 0
+                self._skipping_from = None
+            self._identity = identity
+            if self._skipping_from is not None:
+                return self._skip(fd)
+            data = os.pread(fd, READ_BYTES_MAX, self.offset)
+        finally:
+            os.close(fd)
+        return self._split(data)
+
+    def _split(self, data: bytes) -> list[tuple[int, bytes | None]]:
+        lines: list[tuple[int, bytes | None]] = []
+        start = 0
+        while True:
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            lines.append((self.offset + start, data[start : end + 1]))
+            start = end + 1
+        rest = len(data) - start
+        consumed = start
+        if rest > LINE_BYTES_MAX:  # no newline within a line's length: an over-long line
+            self._skipping_from = self.offset + start
+            self._skip_end = self.offset + len(data)
+        self.offset += consumed
+        return lines
+
+    def _skip(self, fd: int) -> list[tuple[int, bytes | None]]:
+        if self._skipping_from is None:
+            raise RuntimeError("not skipping")
+        data = os.pread(fd, READ_BYTES_MAX, self._skip_end)
+        end = data.find(b"\n")
+        if end < 0:
+            self._skip_end += len(data)
+            return []
+        over_long_start = self._skipping_from
+        self._skipping_from = None
+        self.offset = self._skip_end + end + 1
+        rest = data[end + 1 :]
+        lines: list[tuple[int, bytes | None]] = [(over_long_start, None)]
+        return lines + self._split(rest)
+
+
+def usd(micro_usd: int) -> str:
+    """Micro-USD as dollars for a person: `$1,234.25`, `$0.000001` (integer arithmetic only)."""
+    dollars, micros = divmod(micro_usd, MICRO_USD_PER_USD)
+    fraction = f"{micros:06d}".rstrip("0").ljust(2, "0")
+    return f"${dollars:,}.{fraction}"
+
+
+def short_run_id(engine_run_id: str) -> str:
+    if len(engine_run_id) <= RUN_ID_SHORT_CHARS:
+        return engine_run_id
+    return engine_run_id[:RUN_ID_SHORT_CHARS] + "…"
+
+
+_GOOD_CODES = {0, 2}
+_PAUSE_CODES = {3, 4, 5}
+
+
+def render(view: BookView, *, engine_live: bool | None = None) -> RenderableType:
+    """The view as `rich` renderables: a summary, one progress bar per phase, the outcome."""
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold")
+    summary.add_column()
+    if view.engine_run_id is None:
+        summary.add_row("Stream", "waiting for the first line of the journal")
+    else:
+        version = f", version {view.stream_version}" if view.stream_version else ""
+        summary.add_row(
+            "Stream",
+            f"{short_run_id(view.engine_run_id)} seq {view.seq}{version}"
+            f" ({view.streams} stream{'s' if view.streams != 1 else ''} in the journal)",
+        )
+    units = f"{view.units_done} done in this stream, {view.units_done_book} in the book"
+    if view.last_unit is not None:
+        units += f"; latest {view.last_unit}"
+    summary.add_row("Units", units)
+    summary.add_row("Spend", _spend_text(view))
+    if view.bank_stop_signature is not None:
+        summary.add_row("Bank stop", Text(view.bank_stop_signature, style="yellow"))
+    summary.add_row("Outcome", _outcome_text(view))
+    if engine_live is not None:
+        summary.add_row("Engine", "running (holds the book lock)" if engine_live else "not running")
+    if view.problems:
+        summary.add_row(
+            "Problems",
+            Text(f"{view.problems} unreadable line(s) skipped; last: {view.last_problem}", "red"),
+        )
+
+    phases = Table(title=None, expand=False, show_edge=False, pad_edge=False)
+    phases.add_column("Phase", style="cyan", no_wrap=True)
+    phases.add_column("Progress", width=40)
+    phases.add_column("Done", justify="right")
+    phases.add_column("%", justify="right")
+    for name, phase in view.phases.items():
+        total = max(phase.total, 1)
+        completed = min(phase.done, phase.total) if phase.total else total
+        percent = 100 * completed // total
+        bar = ProgressBar(total=total, completed=completed, width=40)
+        phases.add_row(name, bar, f"{phase.done}/{phase.total}", f"{percent}%")
+    parts: list[RenderableType] = [summary]
+    if view.phases:
+        parts.append(phases)
+    title = f"Book {view.book_id}" if view.book_id is not None else "Book"
+    return Panel(Group(*parts), title=title, title_align="left", expand=False)
+
+
+def _spend_text(view: BookView) -> Text:
+    if view.spend_micro_usd is None:
+        text = Text("nothing committed yet")
+    else:
+        text = Text(f"{usd(view.spend_micro_usd)} committed")
+    if view.shortfall_micro_usd is not None:
+        text.append(
+            f"; ceiling reached: the next step needs {usd(view.shortfall_micro_usd)} more",
+            style="yellow",
+        )
+    elif view.ceiling_halted:
+        text.append("; ceiling reached", style="yellow")
+    return text
+
+
+def _outcome_text(view: BookView) -> Text:
+    outcome = view.finished
+    if outcome is None:
+        if view.refused_version is not None:
+            return Text(f"stream version {view.refused_version} is not supported", style="red")
+        return Text("running" if view.engine_run_id is not None else "not started")
+    text = f"{outcome.outcome} (exit {outcome.exit_code})"
+    if outcome.stop is not None:
+        text += f", {outcome.stop} stop"
+    if outcome.refusal is not None:
+        text += f", refusal {outcome.refusal}"
+    if outcome.units_done is not None and outcome.units_total is not None:
+        text += f"; {outcome.units_done}/{outcome.units_total} units"
+    if outcome.exit_code in _GOOD_CODES:
+        style = "green"
+    elif outcome.exit_code in _PAUSE_CODES:
+        style = "yellow"
+    else:
+        style = "red"
+    return Text(text, style=style)
+
+
+def read_available(tail: JournalTail, view: BookView) -> BookView:
+    """Feed `view` every complete line available now; a replaced journal starts a fresh view."""
+    while True:
+        lines = tail.read()
+        if tail.replaced:
+            view = BookView()
+        for offset, raw in lines:
+            view.feed(raw, offset=offset)
+        if not lines:
+            return view
+
+
+def command(book_dir: Path, *, once: bool, exit_on_finish: bool, timeout_s: float | None) -> int:
+    """`engine-events watch BOOK_DIR`: show the book, following its journal as it grows."""
+    if not book_dir.is_dir():
+        print(f"{book_dir}: no such book directory", file=sys.stderr)
+        return EXIT_NO_BOOK
+    console = Console()
+    tail = JournalTail(book_dir / JOURNAL_FILE_NAME)
+    view = read_available(tail, BookView())
+    if once:
+        console.print(render(view, engine_live=is_locked(book_dir)))
+        return EXIT_DONE
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    engine_live = is_locked(book_dir)
+    try:
+        with Live(
+            render(view, engine_live=engine_live), console=console, auto_refresh=False
+        ) as live:
+            while True:
+                view = read_available(tail, view)
+                engine_live = is_locked(book_dir)
+                live.update(render(view, engine_live=engine_live), refresh=True)
+                if exit_on_finish and view.finished is not None and not engine_live:
+                    return EXIT_DONE
+                if deadline is not None and time.monotonic() >= deadline:
+                    return EXIT_TIMED_OUT
+                time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
