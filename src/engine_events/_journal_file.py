@@ -57,7 +57,6 @@ class JournalFile:
         self.path = Path(book_dir) / JOURNAL_FILE_NAME
         self._io = io
         self._fd: int | None = None
-        self._unsettled = False
         self.size = 0
 
     @property
@@ -81,7 +80,11 @@ class JournalFile:
                 raise
         self._fd = fd
         self.size = os.fstat(fd).st_size
-        self.cut_torn_tail()
+        try:
+            self.cut_torn_tail()
+        except OSError:
+            self.close()  # not open until a torn tail is known to be gone: the next open() cuts it
+            raise
 
     def close(self) -> None:
         if self._fd is not None:
@@ -99,6 +102,7 @@ class JournalFile:
         keep = self._end_of_last_line(size)
         if keep < size:
             self._io.ftruncate(fd, keep)
+            self.size = keep  # before fsync: if fsync fails, the file already ends here
             self._io.fsync(fd)
             log.warning("journal: cut a torn tail of %d bytes", size - keep)
         self.size = keep
@@ -123,8 +127,7 @@ class JournalFile:
         if not data or not data.endswith(b"\n"):
             raise ValueError("append() takes whole lines")
         fd = self._require_fd()
-        if self._unsettled:
-            self._settle_size(fd)
+        self._settle_size(fd)
         start = self.size
         view = memoryview(data)
         try:
@@ -136,7 +139,6 @@ class JournalFile:
                 written += count
             self._io.fsync(fd)
         except OSError:
-            self._unsettled = True  # until the next append has checked where the file ends
             try:
                 self._io.ftruncate(fd, start)
             except OSError as truncate_error:
@@ -144,11 +146,13 @@ class JournalFile:
                     "journal: could not cut back a failed write (errno %s)", truncate_error.errno
                 )
             raise
-        self.size = start + len(data)
         # Paired check: the file must now end exactly where the lines we just made durable end.
         actual = os.fstat(fd).st_size
-        if actual != self.size:
-            raise OSError(errno.EIO, f"journal size {actual} after append, expected {self.size}")
+        if actual != start + len(data):
+            raise OSError(
+                errno.EIO, f"journal is {actual} bytes after append, not {start + len(data)}"
+            )
+        self.size = actual
 
     def last_line(self) -> bytes | None:
         """The last whole line of the file (newline included), or None for an empty file."""
@@ -163,7 +167,7 @@ class JournalFile:
             return reader.read(end - start)
 
     def _settle_size(self, fd: int) -> None:
-        """After a failed append, the file must again end where our last durable line ends."""
+        """Paired check before writing: the file must end where our last durable line ends."""
         actual = os.fstat(fd).st_size
         if actual > self.size:  # a failed append whose cut-back failed too
             self._io.ftruncate(fd, self.size)
@@ -172,7 +176,6 @@ class JournalFile:
                 "journal: the file shrank under the engine (%d < %d bytes)", actual, self.size
             )
             self.cut_torn_tail()
-        self._unsettled = False
 
     def _end_of_last_line(self, size: int) -> int:
         """Offset just past the last `\\n` at or before `size`, scanning backwards in chunks."""

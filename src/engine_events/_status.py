@@ -26,10 +26,12 @@ from .errors import BookDirectoryError, EngineEventsError, ProjectLocked
 
 def read_status(conn: sqlite3.Connection) -> dict[str, Any]:
     """The status report of a book's database (see the module docstring for its shape)."""
-    require_known_version(conn)
-    states = _outbox.streams(conn)
+    if require_known_version(conn) == 0:  # the emitter never ran on this database
+        states: list[_outbox.StreamState] = []
+    else:
+        states = _outbox.streams(conn)
     latest = states[-1] if states else None
-    journal_row = conn.execute(_sql.JOURNAL_STATE_GET).fetchone()
+    journal_row = None if not states else conn.execute(_sql.JOURNAL_STATE_GET).fetchone()
 
     def data_of(state: _outbox.StreamState, event_type: str) -> Any:
         seq = state.latest.get(event_type)
@@ -68,6 +70,8 @@ def read_status(conn: sqlite3.Connection) -> dict[str, Any]:
 
 def repair(conn: sqlite3.Connection, book_dir: Path) -> None:
     """Start-up recovery steps (1) and (2) over a stopped run; the caller holds the lock."""
+    if require_known_version(conn) == 0:
+        return  # the emitter never ran here: there is no outbox to project
     journal = JournalFile(book_dir, OsJournalIO())
     try:
         journal.open()

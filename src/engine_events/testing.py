@@ -9,6 +9,11 @@ projection:
     before_fsync   after the write, before fsync
     after_fsync    after fsync, before the watermark is recorded
 
+With `in_process=True` a crash raises `SimulatedCrash` (a BaseException: nothing in the library
+catches it) instead, and `abandon(emitter)` then does what the kernel does for a dead process: it
+closes the journal and releases the lock without flushing anything. A model test can so crash and
+restart an engine thousands of times in one process.
+
 `python -m engine_events.testing BOOK_DIR [--crash-at POINT:N] [--fail-with ERRNO:N] [options]` runs
 the reference engine with such an IO: the crash and fault tests use it on real processes.
 """
@@ -24,9 +29,23 @@ import sys
 from pathlib import Path
 
 from ._demo import DemoOptions, StopRequests, run_demo
+from ._emitter import Emitter
 from ._journal_file import OsJournalIO
 
 CRASH_POINTS = ("before_write", "mid_write", "before_fsync", "after_fsync")
+
+
+class SimulatedCrash(BaseException):
+    """The process died here (in-process crash simulation)."""
+
+
+def abandon(emitter: Emitter) -> None:
+    """What the kernel does when the engine process dies: descriptors closed, the flock released,
+    the host's uncommitted transaction discarded. Nothing is flushed or recorded."""
+    emitter._journal.close()
+    emitter._lock.close()
+    if emitter._conn.in_transaction:
+        emitter._conn.rollback()
 
 
 class FaultyIO(OsJournalIO):
@@ -39,11 +58,13 @@ class FaultyIO(OsJournalIO):
         crash_on: int = 1,
         fail_errno: int | None = None,
         fail_after_writes: int = 0,
+        in_process: bool = False,
     ) -> None:
         if crash_at is not None and crash_at not in CRASH_POINTS:
             raise ValueError(f"unknown crash point {crash_at!r}; known: {', '.join(CRASH_POINTS)}")
         self.crash_at = crash_at
         self._crash_countdown = crash_on
+        self._in_process = in_process
         self.fail_errno: int | None = None
         """While set, writes (after a partial one) and fsyncs fail with this errno."""
         self._pending_errno = fail_errno
@@ -66,7 +87,7 @@ class FaultyIO(OsJournalIO):
             raise OSError(self.fail_errno, os.strerror(self.fail_errno))
         if self.crash_at == "mid_write" and len(data) > 1 and self._due():
             os.write(fd, data[: len(data) // 2])
-            _die()
+            self._die("mid_write")
         return os.write(fd, data)
 
     def fsync(self, fd: int) -> None:
@@ -77,17 +98,25 @@ class FaultyIO(OsJournalIO):
         os.fsync(fd)
         self._maybe_crash("after_fsync")
 
+    def crash_next(self, point: str) -> None:
+        """Crash the next time the projection reaches `point`."""
+        if point not in CRASH_POINTS:
+            raise ValueError(f"unknown crash point {point!r}")
+        self.crash_at, self._crash_countdown = point, 1
+
     def _maybe_crash(self, point: str) -> None:
         if self.crash_at == point and self._due():
-            _die()
+            self._die(point)
 
     def _due(self) -> bool:
         self._crash_countdown -= 1
-        return self._crash_countdown <= 0
+        return self._crash_countdown == 0
 
-
-def _die() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
+    def _die(self, point: str) -> None:
+        if self._in_process:
+            self.crash_at = None  # the next process starts healthy
+            raise SimulatedCrash(point)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
