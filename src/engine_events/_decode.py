@@ -2,7 +2,8 @@
 
 It accepts what the stream's minor versions may add (unknown fields, unknown event types) and refuses
 what no 1.x writer produces. Its verdicts are pinned by the shared test vectors in `tests/vectors/`,
-which the platform's separate decoder must reach too.
+which the platform's separate decoder must reach too; a differential test looks for lines where the
+two readers disagree.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from .errors import MalformedLine, MoneyError, UnsupportedVersion
 
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
+INTEGER_MAX = 2**63 - 1
+"""Every integer of a line (seq, counts, money) must fit a signed 64-bit integer."""
+
+NESTING_DEPTH_MAX = 64
+"""The deepest nesting of arrays and objects a line may have (stream 1.3 needs 4)."""
+
 
 @dataclass(frozen=True)
 class Line:
@@ -33,7 +40,11 @@ class Line:
 
 
 def decode_line(raw: bytes) -> Line:
-    """Decode one complete line (ending in `\\n`); raise `MalformedLine` or `UnsupportedVersion`."""
+    """Decode one complete line (ending in `\\n`); raise `MalformedLine`.
+
+    A hello of another major is returned with only its version and stream id checked: the caller
+    refuses it with `require_supported`, keeping the stream id for its report.
+    """
     if len(raw) > LINE_BYTES_MAX:
         raise MalformedLine(f"line of {len(raw)} bytes exceeds {LINE_BYTES_MAX}")
     if not raw.endswith(b"\n"):
@@ -43,6 +54,10 @@ def decode_line(raw: bytes) -> Line:
         raise MalformedLine("line starts with a byte-order mark")
     if b"\r" in body:
         raise MalformedLine("line contains a carriage return")
+    if body.count(b"[") + body.count(b"{") > NESTING_DEPTH_MAX:
+        depth = _nesting_depth(body)
+        if depth > NESTING_DEPTH_MAX:
+            raise MalformedLine(f"nesting depth {depth} exceeds {NESTING_DEPTH_MAX}")
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as error:
@@ -50,7 +65,7 @@ def decode_line(raw: bytes) -> Line:
     if not isinstance(value, dict):
         raise MalformedLine("line is not a JSON object")
     seq = value.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= INTEGER_MAX:
         raise MalformedLine(f"seq must be an integer >= 1, got {seq!r}")
     kind = value.get("type")
     if not isinstance(kind, str) or not kind:
@@ -67,26 +82,47 @@ def decode_line(raw: bytes) -> Line:
             check(data)
         except MoneyError as error:
             raise MalformedLine(f"{kind}: {error}") from error
-    if kind == "hello" and seq != 1:
+    if kind == "hello" and seq != 1 and _major(data["stream_version"]) == STREAM_MAJOR:
         raise MalformedLine(f"hello must carry seq 1, got {seq}")
     return Line(seq=seq, type=kind, time=time, data=data, raw=raw)
 
 
-def stream_major(hello: Line) -> int:
-    version = hello.data["stream_version"]
+def require_supported(hello: Line) -> None:
+    """Refuse a stream whose major version is not ours (minor versions are always read)."""
+    major = _major(hello.data["stream_version"])
+    if major != STREAM_MAJOR:
+        raise UnsupportedVersion(
+            f"stream major version {major} is not supported (reads {STREAM_MAJOR}.x)"
+        )
+
+
+def _major(version: str) -> int:
     match = _VERSION.fullmatch(version)
     if match is None:
         raise MalformedLine(f"stream_version must look like MAJOR.MINOR, got {version!r}")
     return int(match.group(1))
 
 
-def require_supported(hello: Line) -> None:
-    """Refuse a stream whose major version is not ours (minor versions are always read)."""
-    major = stream_major(hello)
-    if major != STREAM_MAJOR:
-        raise UnsupportedVersion(
-            f"stream major version {major} is not supported (reads {STREAM_MAJOR}.x)"
-        )
+def _nesting_depth(body: bytes) -> int:
+    """The deepest nesting of `[` and `{` outside strings (only called on suspicious lines)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
 
 
 def _string(data: dict[str, Any], key: str, *, nullable: bool = False) -> None:
@@ -99,8 +135,8 @@ def _string(data: dict[str, Any], key: str, *, nullable: bool = False) -> None:
 
 def _count(data: dict[str, Any], key: str) -> None:
     value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MalformedLine(f"{key} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INTEGER_MAX:
+        raise MalformedLine(f"{key} must be a non-negative 64-bit integer, got {value!r}")
 
 
 def _object(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -111,14 +147,15 @@ def _object(data: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _check_hello(data: dict[str, Any]) -> None:
-    for key in ("stream_version", "engine_run_id", "book_id", "chunker_version"):
-        _string(data, key)
-    if not data["engine_run_id"]:
-        raise MalformedLine("engine_run_id must not be empty")
-    if _VERSION.fullmatch(data["stream_version"]) is None:
-        raise MalformedLine(
-            f"stream_version must look like MAJOR.MINOR, got {data['stream_version']!r}"
-        )
+    _string(data, "stream_version")
+    major = _major(data["stream_version"])
+    run_id = data.get("engine_run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise MalformedLine(f"engine_run_id must be a non-empty string, got {run_id!r}")
+    if major != STREAM_MAJOR:
+        return  # refused by require_supported; the rest is another major's business
+    _string(data, "book_id")
+    _string(data, "chunker_version")
 
 
 def _check_progress(data: dict[str, Any]) -> None:
@@ -131,6 +168,8 @@ def _check_progress(data: dict[str, Any]) -> None:
 
 def _check_unit_done(data: dict[str, Any]) -> None:
     _string(data, "unit")
+    if not data["unit"]:
+        raise MalformedLine("unit must not be empty")
     _count(data, "index")
 
 
@@ -153,8 +192,8 @@ def _check_spend(data: dict[str, Any]) -> None:
 def _check_finished(data: dict[str, Any]) -> None:
     _string(data, "outcome")
     code = data.get("exit_code")
-    if isinstance(code, bool) or not isinstance(code, int):
-        raise MalformedLine(f"exit_code must be an integer, got {code!r}")
+    if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
+        raise MalformedLine(f"exit_code must be an integer 0-255, got {code!r}")
     if data.get("stop") not in (None, "soft", "hard"):
         raise MalformedLine(f"stop must be null, 'soft' or 'hard', got {data.get('stop')!r}")
     _string(data, "refusal", nullable=True)

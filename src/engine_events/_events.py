@@ -32,8 +32,8 @@ def _require_str(value: object, name: str, *, allow_empty: bool = False) -> str:
 
 
 def _require_count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise EventError(f"{name} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**63 - 1:
+        raise EventError(f"{name} must be a non-negative 64-bit integer, got {value!r}")
     return value
 
 
