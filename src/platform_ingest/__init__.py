@@ -1,0 +1,101 @@
+"""platform_ingest: the platform side of the run-event journal.
+
+A pass reads each book's `events.jsonl` and applies every event's effect exactly once into
+Postgres: the effects and the attempt's cursor `(engine_run_id, seq)` commit in one transaction.
+`platform_ingest` never imports the engine's package; the two meet only in the file format and the
+shared test vectors.
+"""
+
+from ._books import book_ref, register_book
+from ._db import Database, DatabaseSettings
+from ._decode import LINE_BYTES_MAX, NESTING_DEPTH_MAX, Line, decode_line
+from ._exit_codes import ExitCode, ExitReading, read_exit_code
+from ._pass import BookPass, PassReport, sweep_book
+from ._schema import migrate, schema_version
+from .errors import (
+    BookMismatch,
+    BookPathConflict,
+    ConfigError,
+    CursorMoved,
+    DatabaseError,
+    DatabaseTimeout,
+    DatabaseUnavailable,
+    EmbeddedServerError,
+    EngineLive,
+    ForeignStreamAhead,
+    HelloNotFirst,
+    IngestError,
+    InvalidJson,
+    InvalidUtf8,
+    JournalUnreadable,
+    LineBeforeHello,
+    LineRefused,
+    LineTooLong,
+    MalformedLine,
+    MoneyNotInteger,
+    NestingTooDeep,
+    NotAnObject,
+    NotFound,
+    PathOutsideRoots,
+    PayloadConflict,
+    RepairError,
+    SchemaTooNew,
+    SchemaTooOld,
+    SequenceGap,
+    StatusUnreadable,
+    StreamProblem,
+    UnsupportedVersion,
+    WrongType,
+)
+
+__all__ = [
+    "LINE_BYTES_MAX",
+    "NESTING_DEPTH_MAX",
+    "BookMismatch",
+    "BookPass",
+    "BookPathConflict",
+    "ConfigError",
+    "CursorMoved",
+    "Database",
+    "DatabaseError",
+    "DatabaseSettings",
+    "DatabaseTimeout",
+    "DatabaseUnavailable",
+    "EmbeddedServerError",
+    "EngineLive",
+    "ExitCode",
+    "ExitReading",
+    "ForeignStreamAhead",
+    "HelloNotFirst",
+    "IngestError",
+    "InvalidJson",
+    "InvalidUtf8",
+    "JournalUnreadable",
+    "Line",
+    "LineBeforeHello",
+    "LineRefused",
+    "LineTooLong",
+    "MalformedLine",
+    "MoneyNotInteger",
+    "NestingTooDeep",
+    "NotAnObject",
+    "NotFound",
+    "PassReport",
+    "PathOutsideRoots",
+    "PayloadConflict",
+    "RepairError",
+    "SchemaTooNew",
+    "SchemaTooOld",
+    "SequenceGap",
+    "StatusUnreadable",
+    "StreamProblem",
+    "UnsupportedVersion",
+    "WrongType",
+    "book_ref",
+    "decode_line",
+    "migrate",
+    "read_exit_code",
+    "register_book",
+    "schema_version",
+    "sweep_book",
+]

@@ -1,0 +1,247 @@
+"""The apply transaction: a bounded batch of lines, their effects and the cursors, all or nothing.
+
+A pass decides what each line does (`_pass`) and gathers it in a `Batch`. `seal` takes a snapshot
+of everything the batch will write; `commit_sealed` writes it in ONE Postgres transaction, in this
+order:
+
+1. new runs and new attempts are inserted (an attempt that already exists means another pass got
+   there first: `CursorMoved`);
+2. the touched attempt rows are locked (`FOR UPDATE`) and their `last_seq` re-checked against what
+   the pass read — another worker may have moved them (`CursorMoved`);
+3. the touched runs are locked and the batch's effects folded onto each row as it is NOW (greatest
+   spend, latest progress, state moves in order); if the result is not what the pass expects,
+   someone else changed the run (`CursorMoved`); else it is written;
+4. one sha256 per applied line and the units are inserted, one statement each (arrays, not a round
+   trip per line);
+5. each cursor moves by compare-and-set (`UPDATE ... WHERE attempt_id = %s AND last_seq = %s`,
+   rowcount must be 1), and the book's scan hint moves (compare-and-set on its epoch, which `name`
+   and `release` bump).
+
+If any step fails nothing is committed: the pass reads its state again from Postgres and starts
+over, and nothing is applied twice.
+
+`Writer` runs `commit_sealed` on a thread of its own, one batch at a time, so that Postgres
+writes batch N while the pass reads and decides batch N+1. A sealed batch holds copies, never the
+pass's live objects' changing fields; the writer only fills in the ids it inserts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _sql
+from ._cursor import AttemptView, BookView
+from ._db import Database
+from ._runs import RunChanges, RunView
+from .errors import CursorMoved
+
+BATCH_LINES_MAX = 5000
+"""The most lines one apply transaction carries."""
+
+CommitHook = Callable[[str], None]
+"""Called by the writer with "before" (no transaction yet) and "locked" (cursors locked)."""
+
+
+@dataclass(eq=False)
+class Batch:
+    """What a pass decided since its last seal, waiting to be written in one transaction."""
+
+    new_runs: list[RunView] = field(default_factory=list)
+    new_attempts: list[AttemptView] = field(default_factory=list)
+    touched: dict[int, AttemptView] = field(default_factory=dict)
+    hash_attempts: list[AttemptView] = field(default_factory=list)
+    hash_seqs: list[int] = field(default_factory=list)
+    hash_values: list[bytes] = field(default_factory=list)
+    units: list[tuple[AttemptView, str, int, int]] = field(default_factory=list)
+    run_changes: dict[int, tuple[RunView, RunChanges]] = field(default_factory=dict)
+    book_changed: bool = False
+    lines: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.touched or self.new_runs or self.book_changed or self.run_changes)
+
+    def touch(self, attempt: AttemptView) -> None:
+        self.touched[id(attempt)] = attempt
+
+    def add_hash(self, attempt: AttemptView, seq: int, sha256: bytes) -> None:
+        self.hash_attempts.append(attempt)
+        self.hash_seqs.append(seq)
+        self.hash_values.append(sha256)
+
+    def changes(self, run: RunView) -> RunChanges:
+        entry = self.run_changes.get(id(run))
+        if entry is None:
+            entry = (run, RunChanges())
+            self.run_changes[id(run)] = entry
+        return entry[1]
+
+
+@dataclass(eq=False)
+class SealedBatch:
+    """A batch as it will be written: values copied when it was sealed."""
+
+    new_runs: list[RunView]
+    new_attempts: list[AttemptView]
+    advances: list[tuple[AttemptView, tuple[Any, ...], int]]
+    """(attempt, ATTEMPT_ADVANCE values without id and expected seq, expected last_seq)"""
+    runs: list[tuple[RunView, RunChanges, RunView]]
+    """(the pass's run, the batch's changes, the run as the pass expects it after them)"""
+    hash_attempts: list[AttemptView]
+    hash_seqs: list[int]
+    hash_values: list[bytes]
+    units: list[tuple[AttemptView, str, int, int]]
+    book_params: tuple[Any, ...]
+    """Always written: its compare-and-set on the book's epoch makes a batch fail if `name` or
+    `release` changed the book since the pass loaded it."""
+
+    @property
+    def lines_applied(self) -> int:
+        return len(self.hash_seqs)
+
+
+def seal(batch: Batch, book: BookView) -> SealedBatch:
+    """Take the snapshot of `batch` that `commit_sealed` writes; the pass may go on changing its
+    attempts and runs after this."""
+    for run, changes in batch.run_changes.values():
+        if changes.progress is not None:
+            changes.progress = run.progress = progress_snapshot(changes.progress)
+    advances = []
+    for attempt in batch.touched.values():
+        expected = attempt.sealed_last_seq
+        advances.append((attempt, attempt.seal(), expected))
+        attempt.sealed_last_seq = attempt.last_seq
+    return SealedBatch(
+        new_runs=batch.new_runs,
+        new_attempts=batch.new_attempts,
+        advances=advances,
+        runs=[(run, changes, run.copy()) for run, changes in batch.run_changes.values()],
+        hash_attempts=batch.hash_attempts,
+        hash_seqs=batch.hash_seqs,
+        hash_values=batch.hash_values,
+        units=batch.units,
+        book_params=book.scan_params(),
+    )
+
+
+def progress_snapshot(phases: dict[str, Any]) -> dict[str, Any]:
+    """What is kept of a progress snapshot: `done` and `total` of each phase."""
+    return {
+        name: {"done": counts["done"], "total": counts["total"]} for name, counts in phases.items()
+    }
+
+
+def _id(value: int | None) -> int:
+    if value is None:
+        raise CursorMoved("a row this batch needs was not inserted")
+    return value
+
+
+def commit_sealed(
+    db: Database, book_id: str, sealed: SealedBatch, hook: CommitHook | None = None
+) -> None:
+    """Write `sealed` in one transaction (see the module docstring). Raises `CursorMoved` when
+    another pass moved a cursor first; the caller then re-reads its state from Postgres."""
+    if hook is not None:
+        hook("before")
+    with db.transaction():
+        for run in sealed.new_runs:
+            row = db.fetch_one(_sql.RUN_INSERT, (book_id,))
+            run.run_id = _id(None if row is None else row["run_id"])
+        for attempt in sealed.new_attempts:
+            row = db.fetch_one(
+                _sql.ATTEMPT_INSERT,
+                (book_id, _id(attempt.run.run_id), attempt.engine_run_id, "pending"),
+            )
+            if row is None:
+                raise CursorMoved(f"stream {attempt.engine_run_id} was registered by another pass")
+            attempt.attempt_id = row["attempt_id"]
+        new = {id(attempt) for attempt in sealed.new_attempts}
+        expected = {
+            _id(attempt.attempt_id): seq
+            for attempt, _, seq in sealed.advances
+            if id(attempt) not in new
+        }
+        if expected:
+            for attempt_id, last_seq in db.fetch_tuples(_sql.ATTEMPTS_LOCK, (sorted(expected),)):
+                if expected[attempt_id] != last_seq:
+                    raise CursorMoved(f"attempt {attempt_id} is at seq {last_seq} in Postgres")
+        if hook is not None:
+            hook("locked")
+        if sealed.runs:
+            by_id = {_id(run.run_id): (changes, wanted) for run, changes, wanted in sealed.runs}
+            for row in db.fetch_all(_sql.RUNS_LOCK, (sorted(by_id),)):
+                current = RunView.from_row(row)
+                changes, wanted = by_id[row["run_id"]]
+                changes.fold_onto(current)
+                wanted.run_id = current.run_id
+                if current != wanted:
+                    raise CursorMoved(f"run {current.run_id} was changed by someone else")
+                db.execute(_sql.RUN_UPDATE, current.update_params())
+        if sealed.hash_seqs:
+            db.execute(
+                _sql.LINE_HASHES_INSERT,
+                (
+                    [_id(attempt.attempt_id) for attempt in sealed.hash_attempts],
+                    sealed.hash_seqs,
+                    sealed.hash_values,
+                ),
+            )
+        if sealed.units:
+            columns: list[list[Any]] = [[], [], [], [], []]
+            for attempt, unit, index, seq in sealed.units:
+                values = (attempt.run.run_id, unit, index, attempt.attempt_id, seq)
+                for column, value in zip(columns, values, strict=True):
+                    column.append(value)
+            db.execute(_sql.UNITS_INSERT, tuple(columns))
+        for attempt, values, seq in sealed.advances:
+            if db.execute(_sql.ATTEMPT_ADVANCE, (*values, attempt.attempt_id, seq)) != 1:
+                raise CursorMoved(f"attempt {attempt.attempt_id} moved under the pass")
+        if db.execute(_sql.BOOK_SCAN_ADVANCE, sealed.book_params) != 1:
+            raise CursorMoved("the book was named or released during the pass")
+
+
+class Writer:
+    """Commits sealed batches on one thread of its own, at most one in flight.
+
+    `submit` first waits for the batch before (and raises its error, if it failed), so batches
+    commit in order and the pass learns of a failure before it hands over the next one.
+    """
+
+    def __init__(self, db: Database, book_id: str, hook: CommitHook | None) -> None:
+        self._db = db
+        self._book_id = book_id
+        self._hook = hook
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
+        self._in_flight: Future[None] | None = None
+        self._in_flight_lines = 0
+        self.lines_committed = 0
+
+    @property
+    def busy(self) -> bool:
+        return self._in_flight is not None
+
+    def submit(self, sealed: SealedBatch) -> None:
+        self.drain()
+        self._in_flight = self._executor.submit(
+            commit_sealed, self._db, self._book_id, sealed, self._hook
+        )
+        self._in_flight_lines = sealed.lines_applied
+
+    def drain(self) -> None:
+        """Wait for the batch in flight; raise its error if it failed."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None:
+            in_flight.result()
+            self.lines_committed += self._in_flight_lines
+
+    def close(self) -> None:
+        """Wait for the batch in flight without raising (the pass is already failing or done)."""
+        if self._in_flight is not None:
+            wait_for([self._in_flight])
+            self._in_flight = None
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,237 @@
+"""`platform-ingest`: the platform side's command (SPEC § 8).
+
+    platform-ingest [--dsn DSN] [--data-dir DIR] [-v] COMMAND ...
+
+    migrate                                  bring the schema to this version
+    sweep BOOK_DIR... [--auto] [--root DIR]  one pass over each book, then exit
+    name BOOK_DIR ENGINE_RUN_ID [--new-run]  name a stream for the book's current (or a new) run
+    show [BOOK_DIR...] [--json]              state of books, runs, attempts
+    release BOOK_DIR ENGINE_RUN_ID           lift a quarantine after looking
+    repair BOOK_DIR [--status-command CMD]   settle a stopped run through the engine's status
+
+The database: `--dsn` or `PLATFORM_INGEST_DSN`; with neither, an embedded Postgres under
+`--data-dir` (default `.platform-ingest/`) is started, migrated and stopped by the command.
+
+Exit codes: 0 done (a book that ends quarantined or stalled is state, not a failure of `sweep`);
+1 the command could not do its work (database unavailable, a pass that could not finish);
+2 bad usage or input (unknown book, path outside the roots, a refused operation);
+3 `repair` refused because the engine is live.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import orjson
+
+from ._books import register_book
+from ._db import Database
+from ._embedded import embedded_postgres
+from ._operate import name_stream, release_attempt
+from ._pass import BookPass, Mode
+from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
+from ._schema import migrate, require_current
+from ._show import render_text, show_state
+from .errors import ConfigError, EngineLive, IngestError, NotFound
+
+logger = logging.getLogger("platform_ingest")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_ENGINE_LIVE = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="platform-ingest",
+        description="Tail run-event journals into Postgres, applying each event exactly once.",
+    )
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get("PLATFORM_INGEST_DSN"),
+        help="Postgres to use (default: $PLATFORM_INGEST_DSN, else an embedded server)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(".platform-ingest"),
+        help="where the embedded Postgres keeps its data (default: .platform-ingest/)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    commands.add_parser("migrate", help="bring the database schema to this version")
+
+    sweep = commands.add_parser("sweep", help="one pass over each book, then exit")
+    sweep.add_argument("book_dirs", nargs="+", metavar="BOOK_DIR")
+    sweep.add_argument(
+        "--auto", action="store_true", help="every new stream starts an attempt (no naming)"
+    )
+    sweep.add_argument(
+        "--root",
+        dest="roots",
+        action="append",
+        type=Path,
+        default=[],
+        help="refuse a book that resolves outside this directory (repeatable)",
+    )
+    sweep.add_argument("--json", action="store_true", help="print one JSON report per book")
+
+    name = commands.add_parser("name", help="name a stream for the book's current run")
+    name.add_argument("book_dir", metavar="BOOK_DIR")
+    name.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    name.add_argument("--new-run", action="store_true", help="start a new run for this stream")
+
+    show = commands.add_parser("show", help="state of books, runs and attempts")
+    show.add_argument("book_dirs", nargs="*", metavar="BOOK_DIR")
+    show.add_argument("--json", action="store_true", help="the JSON scripts read (SPEC § 8)")
+
+    release = commands.add_parser("release", help="lift a quarantine after an operator looked")
+    release.add_argument("book_dir", metavar="BOOK_DIR")
+    release.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+
+    repair = commands.add_parser("repair", help="settle a stopped run through the engine status")
+    repair.add_argument("book_dir", metavar="BOOK_DIR")
+    repair.add_argument(
+        "--status-command",
+        default=DEFAULT_STATUS_COMMAND,
+        help=f"the engine's status command; BOOK_DIR --json is appended "
+        f"(default: {DEFAULT_STATUS_COMMAND!r})",
+    )
+    repair.add_argument(
+        "--status-timeout",
+        type=float,
+        default=STATUS_TIMEOUT_S,
+        help="seconds to wait for the status command",
+    )
+    return parser
+
+
+@contextlib.contextmanager
+def _database(args: argparse.Namespace) -> Iterator[Database]:
+    """The command's database: the DSN's, or an embedded server started (and stopped) here."""
+    with contextlib.ExitStack() as stack:
+        embedded = not args.dsn
+        dsn = args.dsn or stack.enter_context(embedded_postgres(args.data_dir))
+        db = Database(dsn)
+        stack.callback(db.close)
+        if args.command != "migrate":
+            if embedded:
+                migrate(db)  # the embedded database is this command's own
+            else:
+                require_current(db)
+        yield db
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _sweep(db: Database, args: argparse.Namespace) -> int:
+    mode: Mode = "auto" if args.auto else "named"
+    failed = 0
+    for book_dir in args.book_dirs:
+        try:
+            book = register_book(db, book_dir, args.roots)
+            report = BookPass(db, book.book_id, mode=mode).run()
+        except (ConfigError, NotFound) as error:
+            print(f"platform-ingest: {book_dir}: {error}", file=sys.stderr)
+            failed = max(failed, EXIT_USAGE)
+            continue
+        except IngestError as error:
+            print(f"platform-ingest: {book_dir}: the pass could not run: {error}", file=sys.stderr)
+            failed = EXIT_FAILED
+            continue
+        if args.json:
+            _print_json(
+                {
+                    "book_id": report.book_id,
+                    "lines_read": report.lines_read,
+                    "lines_applied": report.lines_applied,
+                    "duplicates": report.duplicates,
+                    "bytes_read": report.bytes_read,
+                    "start_offset": report.start_offset,
+                    "hint_discarded": report.hint_discarded,
+                    "parked": report.parked,
+                    "busy": report.busy,
+                    "problems": report.problems,
+                }
+            )
+        else:
+            state = " (busy: another worker holds it)" if report.busy else ""
+            print(
+                f"{report.book_id}: {report.lines_applied} lines applied, "
+                f"{report.duplicates} duplicates, {len(report.problems)} problems, "
+                f"read {report.bytes_read} bytes from byte {report.start_offset}{state}"
+            )
+    return failed
+
+
+def _run(args: argparse.Namespace) -> int:
+    with _database(args) as db:
+        if args.command == "migrate":
+            before, after = migrate(db)
+            print(
+                f"schema version {before} -> {after}"
+                if before != after
+                else f"schema version {after}: nothing to do"
+            )
+            return EXIT_OK
+        if args.command == "sweep":
+            return _sweep(db, args)
+        if args.command == "name":
+            named = name_stream(db, args.book_dir, args.engine_run_id, new_run=args.new_run)
+            verb = "named" if named.created else "already named"
+            print(f"stream {named.engine_run_id} {verb} for run {named.run_id}")
+            return EXIT_OK
+        if args.command == "show":
+            state = show_state(db, args.book_dirs)
+            if args.json:
+                _print_json(state)
+            else:
+                print(render_text(state))
+            return EXIT_OK
+        if args.command == "release":
+            state_after = release_attempt(db, args.book_dir, args.engine_run_id)
+            print(f"stream {args.engine_run_id} released: {state_after}")
+            return EXIT_OK
+        if args.command == "repair":
+            repaired = repair_book(
+                db,
+                args.book_dir,
+                status_command=args.status_command,
+                timeout_s=args.status_timeout,
+            )
+            _print_json(repaired.as_json())
+            return EXIT_OK
+    raise ConfigError(f"unknown command {args.command!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return _run(args)
+    except EngineLive as error:
+        print(f"platform-ingest: repair refused: {error}", file=sys.stderr)
+        return EXIT_ENGINE_LIVE
+    except (ConfigError, NotFound) as error:
+        print(f"platform-ingest: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except IngestError as error:
+        print(f"platform-ingest: {error}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""The cursor of an attempt, and what a pass knows of a book, as loaded from Postgres.
+
+An attempt's cursor is `(engine_run_id, last_seq)` plus what recognises an applied line again:
+`last_line_sha256` here and one sha256 per applied seq in `line_hashes`. Its `hint` (offset just
+past the last applied line, that line's length and hash, and the file identity) only says where
+reading may start. `committed_last_seq` is the value Postgres holds: the compare-and-set of the
+next commit expects it.
+
+Attempt states: `pending` (named, nothing applied), `active`, `parked` (a foreign hello ahead),
+`finished`, `stalled` (a gap), `quarantined` (payload_conflict, malformed, book_mismatch), `refused`
+(unsupported_version), `superseded` (a later stream began before this one finished).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._journal import Hint
+from ._runs import RunView
+from .errors import StreamProblem
+
+ATTEMPT_STATES = (
+    "pending",
+    "active",
+    "parked",
+    "finished",
+    "stalled",
+    "quarantined",
+    "refused",
+    "superseded",
+)
+FOLLOWED_STATES = frozenset({"active", "parked", "finished", "superseded"})
+"""A stream in one of these states is still read: new seqs applied, duplicates compared."""
+STOPPED_STATES = frozenset({"stalled", "quarantined", "refused"})
+"""Nothing more of a stream in one of these states is read until an operator releases it."""
+LIVE_STATES = frozenset({"active", "parked"})
+"""States whose hint is a place a pass must start from."""
+RELEASABLE_STATES = frozenset({"quarantined", "stalled"})
+
+_STATE_OF_PROBLEM = {
+    "gap": "stalled",
+    "unsupported_version": "refused",
+    "foreign_stream_ahead": "parked",
+}
+
+
+def state_for_problem(kind: str) -> str:
+    """The attempt state a stream problem puts it in."""
+    return _STATE_OF_PROBLEM.get(kind, "quarantined")
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemRecord:
+    """The evidence kept for a stream problem (`show` prints kind, seq, offset, detail)."""
+
+    kind: str
+    seq: int | None
+    offset: int | None
+    detail: str
+
+    @classmethod
+    def of(cls, problem: StreamProblem) -> ProblemRecord:
+        return cls(problem.kind, problem.seq, problem.offset, problem.detail)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ProblemRecord | None:
+        if row["error_kind"] is None:
+            return None
+        return cls(row["error_kind"], row["error_seq"], row["error_offset"], row["error_detail"])
+
+    def as_params(self) -> tuple[str, int | None, int | None, str]:
+        return (self.kind, self.seq, self.offset, self.detail)
+
+
+NO_PROBLEM_PARAMS: tuple[None, None, None, None] = (None, None, None, None)
+
+
+@dataclass(eq=False)
+class AttemptView:
+    """One attempt as a pass sees it. `attempt_id` is None until the attempt is inserted.
+
+    The hint is kept as plain fields (it moves with every applied line); its line is always the
+    last applied one, so its hash is `last_line_sha256`. `sealed_last_seq` is `last_seq` as of the
+    last batch handed to the writer: the value the next batch's compare-and-set expects.
+    """
+
+    engine_run_id: str
+    run: RunView
+    attempt_id: int | None = None
+    state: str = "pending"
+    last_seq: int = 0
+    sealed_last_seq: int = 0
+    last_line_sha256: bytes | None = None
+    hint_offset: int = 0
+    hint_line_bytes: int = 0
+    hint_file: str | None = None
+    stream_index: int | None = None
+    stream_version: str | None = None
+    chunker_version: str | None = None
+    error: ProblemRecord | None = None
+    last_line_time: str | None = None
+    drives_run: bool = False
+    """True for the run's latest stream: only it moves the run's state."""
+    applied_in_batch: bool = False
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], run: RunView) -> AttemptView:
+        return cls(
+            engine_run_id=row["engine_run_id"],
+            run=run,
+            attempt_id=row["attempt_id"],
+            state=row["state"],
+            last_seq=row["last_seq"],
+            sealed_last_seq=row["last_seq"],
+            last_line_sha256=row["last_line_sha256"],
+            hint_offset=row["hint_offset"],
+            hint_line_bytes=row["hint_line_bytes"],
+            hint_file=row["hint_file"],
+            stream_index=row["stream_index"],
+            stream_version=row["stream_version"],
+            chunker_version=row["chunker_version"],
+            error=ProblemRecord.from_row(row),
+            last_line_time=row["last_line_time"],
+        )
+
+    @property
+    def hint(self) -> Hint:
+        return Hint(self.hint_offset, self.hint_line_bytes, self.last_line_sha256, self.hint_file)
+
+    def forget_hint(self) -> None:
+        self.hint_offset, self.hint_line_bytes, self.hint_file = 0, 0, None
+
+    def seal(self) -> tuple[Any, ...]:
+        """Parameters of `_sql.ATTEMPT_ADVANCE` up to (not including) `attempt_id` and the
+        expected `last_seq`, taken now; the attempt's sealed seq moves on to its `last_seq`."""
+        error = self.error.as_params() if self.error is not None else NO_PROBLEM_PARAMS
+        values = (
+            self.state,
+            self.last_seq,
+            self.last_line_sha256,
+            self.hint_offset,
+            self.hint_line_bytes,
+            self.hint_file,
+            self.stream_index,
+            self.stream_version,
+            self.chunker_version,
+            *error,
+            self.last_line_time,
+            self.applied_in_batch,
+        )
+        self.applied_in_batch = False
+        return values
+
+
+@dataclass(eq=False)
+class BookView:
+    """A registered book: its directory, the book-level scan hint, a problem before any hello."""
+
+    book_id: str
+    path: str
+    scan: Hint
+    scan_stream: str | None
+    scan_mode: str | None
+    scan_epoch: int
+    error: ProblemRecord | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> BookView:
+        return cls(
+            book_id=row["book_id"],
+            path=row["path"],
+            scan=Hint(
+                row["scan_offset"], row["scan_line_bytes"], row["scan_sha256"], row["scan_file"]
+            ),
+            scan_stream=row["scan_stream"],
+            scan_mode=row["scan_mode"],
+            scan_epoch=row["scan_epoch"],
+            error=ProblemRecord.from_row(row),
+        )
+
+    def scan_params(self) -> tuple[Any, ...]:
+        """Parameters of `_sql.BOOK_SCAN_ADVANCE`, in order (the epoch check comes last)."""
+        error = self.error.as_params() if self.error is not None else NO_PROBLEM_PARAMS
+        return (
+            self.scan.offset,
+            self.scan.line_bytes,
+            self.scan.sha256,
+            self.scan.file,
+            self.scan_stream,
+            self.scan_mode,
+            *error,
+            self.book_id,
+            self.scan_epoch,
+        )

@@ -1,0 +1,96 @@
+"""What an operator (or the platform's launcher) does to a book: `name` a stream, `release` an
+attempt after looking at it.
+
+Both reset the book's scan hint and bump its epoch, so the next pass reads the journal from byte 0
+(a newly named stream may lie anywhere in it) and a pass that started before them cannot move the
+scan hint past what they changed (its compare-and-set on the epoch fails and it starts over).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from . import _sql
+from ._books import book_ref, register_book
+from ._cursor import RELEASABLE_STATES
+from ._db import Database
+from ._runs import RunView
+from .errors import ConfigError, NotFound
+
+logger = logging.getLogger("platform_ingest")
+
+
+@dataclass(frozen=True)
+class Named:
+    """The outcome of `name`: the attempt and its run; `created` is False when it existed."""
+
+    book_id: str
+    engine_run_id: str
+    run_id: int
+    created: bool
+
+
+def name_stream(db: Database, book_dir: str, engine_run_id: str, *, new_run: bool = False) -> Named:
+    """Name a stream for the book's current run (or, with `new_run`, for a new run)."""
+    if not engine_run_id:
+        raise ConfigError("an engine_run_id must not be empty")
+    book = register_book(db, book_dir)
+    with db.transaction():
+        existing = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))
+        if existing is not None:
+            if new_run:
+                raise ConfigError(
+                    f"stream {engine_run_id} is already named for this book (run "
+                    f"{existing['run_id']}); it cannot start a new run"
+                )
+            return Named(book.book_id, engine_run_id, existing["run_id"], created=False)
+        row = db.fetch_one(_sql.RUN_CURRENT_LOCK, (book.book_id,))
+        current = None if row is None else RunView.from_row(row)
+        if current is not None and current.ended and not new_run:
+            raise ConfigError(
+                f"the book's current run {current.run_id} has ended ({current.state}); "
+                "pass --new-run to start a new run for this stream"
+            )
+        if current is None or new_run:
+            created_run = db.fetch_one(_sql.RUN_INSERT, (book.book_id,))
+            if created_run is None:
+                raise NotFound("the new run was not created")
+            run_id = int(created_run["run_id"])
+        else:
+            run_id = current.run_id or 0
+        db.execute(_sql.ATTEMPT_INSERT, (book.book_id, run_id, engine_run_id, "pending"))
+        db.execute(_sql.BOOK_SCAN_RESET, (book.book_id,))
+    logger.info(
+        "book %s: stream %s named for run %d", book_ref(book.book_id), engine_run_id, run_id
+    )
+    return Named(book.book_id, engine_run_id, run_id, created=True)
+
+
+def release_attempt(db: Database, book_dir: str, engine_run_id: str) -> str:
+    """Lift a quarantine (or a stall) after an operator looked; return the attempt's new state.
+
+    The attempt goes on from its cursor: the next pass reads from byte 0 and, if the offending line
+    is still there, records it again.
+    """
+    book = register_book(db, book_dir)
+    with db.transaction():
+        row = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))
+        if row is None:
+            raise NotFound(f"no attempt of stream {engine_run_id} on this book")
+        state = row["state"]
+        if state not in RELEASABLE_STATES:
+            raise ConfigError(
+                f"stream {engine_run_id} is {state}; only a quarantined or stalled attempt "
+                "can be released"
+            )
+        new_state = "active" if row["last_seq"] > 0 else "pending"
+        db.execute(_sql.ATTEMPT_RELEASE, (new_state, row["attempt_id"], state))
+        db.execute(_sql.BOOK_SCAN_RESET, (book.book_id,))
+    logger.warning(
+        "book %s: stream %s released from %s by an operator",
+        book_ref(book.book_id),
+        engine_run_id,
+        state,
+    )
+    return new_state

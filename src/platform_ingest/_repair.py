@@ -1,0 +1,178 @@
+"""`repair`: settle a stopped run through the engine's own repair channel.
+
+The platform never opens the engine's SQLite. It runs the engine's status command (`engine-events
+status BOOK_DIR --json` unless configured otherwise), which takes the engine's book lock without
+waiting: while an engine is live it exits 12 with `{"error": "project_locked"}` and the repair is
+refused (`EngineLive`). Otherwise it prints the engine's ledger, and the run of its latest stream
+gets `settled_micro_usd` = the engine's committed spend and the outcome it reports (`finished`
+read through § 4; a `ceiling` without `finished` pauses; neither means the process stopped
+without finishing, which reads as `failed`, reason `no_finished`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from . import _sql
+from ._books import book_ref, register_book
+from ._db import Database
+from ._decode import BIGINT_MAX
+from ._exit_codes import ExitCode
+from ._runs import RunView, StateEffect
+from .errors import EngineLive, NotFound, StatusUnreadable
+
+logger = logging.getLogger("platform_ingest")
+
+DEFAULT_STATUS_COMMAND = "engine-events status"
+STATUS_TIMEOUT_S = 60.0
+STATUS_OUTPUT_BYTES_MAX = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """What `repair` recorded."""
+
+    book_id: str
+    run_id: int
+    engine_run_id: str | None
+    state: str
+    settled_micro_usd: int
+    streams: list[dict[str, Any]]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "book_id": self.book_id,
+            "run_id": self.run_id,
+            "engine_run_id": self.engine_run_id,
+            "state": self.state,
+            "settled_micro_usd": self.settled_micro_usd,
+            "streams": self.streams,
+        }
+
+
+def _money(value: object, field: str) -> int:
+    if type(value) is not int or not 0 <= value <= BIGINT_MAX:
+        raise StatusUnreadable(f"status: {field} is not a non-negative integer of micro-USD")
+    return value
+
+
+def run_status(
+    book_dir: str, status_command: str = DEFAULT_STATUS_COMMAND, timeout_s: float = STATUS_TIMEOUT_S
+) -> dict[str, Any]:
+    """Run the engine's status command over the book; return its JSON, or refuse."""
+    argv = [*shlex.split(status_command), str(book_dir), "--json"]
+    try:
+        completed = subprocess.run(  # the operator's configured command, no shell
+            argv, capture_output=True, timeout=timeout_s, check=False
+        )
+    except FileNotFoundError as error:
+        raise StatusUnreadable(f"status command not found: {argv[0]}") from error
+    except subprocess.TimeoutExpired as error:
+        raise StatusUnreadable(f"status command did not answer within {timeout_s:g} s") from error
+    stdout = completed.stdout[:STATUS_OUTPUT_BYTES_MAX]
+    try:
+        status = orjson.loads(stdout) if stdout.strip() else None
+    except orjson.JSONDecodeError:
+        status = None
+    locked = isinstance(status, dict) and status.get("error") == "project_locked"
+    if completed.returncode == ExitCode.PROJECT_LOCKED or locked:
+        raise EngineLive(
+            "the engine is live (it holds the book's lock): repair only settles a stopped run"
+        )
+    if completed.returncode != 0:
+        stderr = completed.stderr.decode("utf-8", "replace").strip()[-500:]
+        raise StatusUnreadable(f"status command exited {completed.returncode}: {stderr}")
+    if not isinstance(status, dict):
+        raise StatusUnreadable("status command did not print a JSON object")
+    return status
+
+
+def repair_book(
+    db: Database,
+    book_dir: str,
+    *,
+    status_command: str = DEFAULT_STATUS_COMMAND,
+    timeout_s: float = STATUS_TIMEOUT_S,
+) -> Repaired:
+    """Record the engine's ledger and outcome on the run of its latest stream."""
+    book = register_book(db, book_dir)
+    status = run_status(book_dir, status_command, timeout_s)
+    if status.get("book_id") != book.book_id:
+        raise StatusUnreadable("status is for another book than this directory's")
+    money = status.get("money")
+    if not isinstance(money, dict):
+        raise StatusUnreadable("status has no money object")
+    settled = _money(money.get("committed_micro_usd"), "money.committed_micro_usd")
+    engine_run_id = status.get("engine_run_id")
+    finished = status.get("finished")
+    ceiling = status.get("ceiling")
+    effect = _outcome(finished, ceiling)
+    listed = status.get("streams")
+    streams: list[Any] = listed if isinstance(listed, list) else []
+    with db.transaction():
+        run_id = _run_of(db, book.book_id, engine_run_id)
+        rows = db.fetch_all(_sql.RUNS_LOCK, ([run_id],))
+        if not rows:
+            raise NotFound(f"run {run_id} vanished during repair")
+        run = RunView.from_row(rows[0])
+        run.settled_micro_usd = settled
+        run.spend(settled)
+        if isinstance(finished, dict) and "money" in finished:
+            finished_money = finished["money"]
+            if isinstance(finished_money, dict):
+                run.spend(_money(finished_money.get("committed_micro_usd"), "finished.money"))
+        run.apply_state(effect)
+        db.execute(_sql.RUN_UPDATE, run.update_params())
+    logger.info("book %s: run %d repaired -> %s", book_ref(book.book_id), run_id, run.state)
+    return Repaired(
+        book.book_id,
+        run_id,
+        engine_run_id if isinstance(engine_run_id, str) else None,
+        run.state,
+        settled,
+        [stream for stream in streams if isinstance(stream, dict)],
+    )
+
+
+def _outcome(finished: object, ceiling: object) -> StateEffect:
+    if isinstance(finished, dict):
+        code = finished.get("exit_code")
+        if type(code) is not int:
+            raise StatusUnreadable("status: finished.exit_code is not an integer")
+        stop = finished.get("stop")
+        refusal = finished.get("refusal")
+        return StateEffect(
+            "finished",
+            exit_code=code,
+            stop=stop if stop in ("soft", "hard") else None,
+            refusal=refusal if isinstance(refusal, str) else None,
+        )
+    if finished is not None:
+        raise StatusUnreadable("status: finished is neither an object nor null")
+    if isinstance(ceiling, dict):
+        shortfall = ceiling.get("shortfall_micro_usd")
+        return StateEffect(
+            "ceiling",
+            shortfall_micro_usd=None
+            if shortfall is None
+            else _money(shortfall, "ceiling.shortfall_micro_usd"),
+        )
+    return StateEffect("stopped_without_finished")
+
+
+def _run_of(db: Database, book_id: str, engine_run_id: object) -> int:
+    """The run of the engine's latest stream if we know it, else the book's current run."""
+    if isinstance(engine_run_id, str) and engine_run_id:
+        row = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book_id, engine_run_id))
+        if row is not None:
+            return int(row["run_id"])
+    current = db.fetch_one(_sql.RUN_CURRENT_LOCK, (book_id,))
+    if current is None:
+        raise NotFound("the book has no run to settle (sweep it first)")
+    return int(current["run_id"])

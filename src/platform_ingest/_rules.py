@@ -1,0 +1,350 @@
+"""What each line does to its stream's cursor: the rules of SPEC § 6, line by line.
+
+`StreamRules` is the deciding half of a pass (`_pass._Pass` is the reading and committing half):
+
+- a line of a stream the pass follows: `seq == last_seq + 1` is applied (`_apply`), `seq <=
+  last_seq` is a duplicate compared with the sha256 applied at that seq — ANY earlier seq, looked
+  up in the batch, the batch being written, or `line_hashes` (`_duplicate`), and `seq > last_seq +
+  1` is a gap that stalls the attempt;
+- a hello enters its stream's part of the file (`_hello`): in auto mode a new stream gets an
+  attempt (`_new_attempt`); in named mode a stream with no attempt is foreign (`_foreign`): skipped
+  while none of ours is live, else the pass stops there and our attempt is parked;
+- a line that does not decode quarantines its stream, a hello of another major refuses it, a hello
+  of another book quarantines it; a line before any hello is recorded on the book.
+
+Every decision changes the in-memory view (attempts, runs) and adds to the current `Batch`; the
+batch is written with the cursors in one transaction by `_apply`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from . import _sql
+from ._apply import Batch
+from ._cursor import (
+    FOLLOWED_STATES,
+    LIVE_STATES,
+    STOPPED_STATES,
+    AttemptView,
+    BookView,
+    ProblemRecord,
+    state_for_problem,
+)
+from ._db import Database
+from ._decode import Line
+from ._runs import RunView, StateEffect
+from .errors import (
+    BookMismatch,
+    ForeignStreamAhead,
+    LineBeforeHello,
+    LineRefused,
+    PayloadConflict,
+    SequenceGap,
+    StreamProblem,
+    UnsupportedVersion,
+)
+
+logger = logging.getLogger("platform_ingest")
+
+HASH_WINDOW_SEQS = 4096
+"""How many applied line hashes one duplicate lookup fetches (re-reads come in runs)."""
+
+
+class StreamRules:
+    """The per-line decisions of a pass, over the state the pass holds."""
+
+    db: Database
+    mode: str
+    ref: str
+    book: BookView
+    runs: list[RunView]
+    attempts: dict[str, AttemptView]
+    next_stream_index: int
+    batch: Batch
+    section: str | None
+    section_attempt: AttemptView | None
+    stopped: bool
+    identity: str
+    hash_cache: dict[int, dict[int, bytes]]
+    batch_hashes: dict[tuple[int, int], bytes]
+    sealed_hashes: dict[tuple[int, int], bytes]
+    problems: list[str]
+    duplicates: int
+    parked: bool
+    drain: Callable[[], None]
+    """Wait until every sealed batch is committed (before a lookup in Postgres)."""
+
+    def _stream_line(
+        self, attempt: AttemptView, line: Line, digest: bytes, offset: int, size: int
+    ) -> None:
+        """A line of a stream the pass follows: applied, a duplicate, or a gap."""
+        if line.seq == attempt.last_seq + 1:
+            self._apply(attempt, line, digest, offset, size)
+        elif line.seq <= attempt.last_seq:
+            self._duplicate(attempt, line.seq, digest, offset, size)
+        else:
+            self._problem(
+                attempt,
+                SequenceGap(expected_seq=attempt.last_seq + 1, seq=line.seq, offset=offset),
+            )
+
+    def _other_line(self, line: Line, digest: bytes, offset: int, size: int) -> None:
+        if line.type == "hello":
+            self._hello(line, digest, offset, size)
+        elif self.section is None:
+            self._book_problem(
+                LineBeforeHello("a line before any hello", seq=line.seq, offset=offset)
+            )
+        # else: a line of a foreign or stopped stream, skipped.
+
+    def _refused(self, problem: LineRefused, offset: int, digest: bytes, size: int) -> None:
+        if isinstance(problem, UnsupportedVersion):
+            self._hello_unsupported(problem, digest, offset, size)
+        elif self.section is None:
+            self._book_problem(
+                LineBeforeHello(
+                    f"a line before any hello: {problem.detail}", seq=problem.seq, offset=offset
+                )
+            )
+        elif self.section_attempt is not None and self.section_attempt.state in FOLLOWED_STATES:
+            self._problem(self.section_attempt, problem)
+
+    def _hello(self, line: Line, digest: bytes, offset: int, size: int) -> None:
+        run_id: str = line.data["engine_run_id"]
+        attempt = self._own_stream(run_id, offset)
+        if attempt is None or attempt.state in STOPPED_STATES:
+            return
+        if attempt.last_seq > 0:
+            self._duplicate(attempt, 1, digest, offset, size)
+            return
+        self._first_sight(attempt)
+        if line.data["book_id"] != self.book.book_id:
+            self._problem(attempt, BookMismatch(offset=offset))
+            return
+        attempt.state = "active"
+        attempt.stream_version = line.data["stream_version"]
+        attempt.chunker_version = line.data["chunker_version"]
+        self._apply(attempt, line, digest, offset, size)
+
+    def _hello_unsupported(
+        self, problem: UnsupportedVersion, digest: bytes, offset: int, size: int
+    ) -> None:
+        attempt = self._own_stream(problem.engine_run_id, offset)
+        if attempt is None or attempt.state in STOPPED_STATES:
+            return
+        if attempt.last_seq > 0:
+            self._duplicate(attempt, 1, digest, offset, size)
+            return
+        self._first_sight(attempt)
+        attempt.stream_version = problem.version
+        self._problem(attempt, problem)
+
+    def _own_stream(self, engine_run_id: str, offset: int) -> AttemptView | None:
+        """Enter the section of a hello's stream; None when the stream is not ours."""
+        attempt = self.attempts.get(engine_run_id)
+        if attempt is None and self.mode == "auto":
+            attempt = self._new_attempt(engine_run_id)
+        if attempt is None:
+            self._foreign(engine_run_id, offset)
+            return None
+        self.section, self.section_attempt = engine_run_id, attempt
+        if attempt.stream_index is not None:
+            self._supersede_before(attempt)
+        return attempt
+
+    def _foreign(self, engine_run_id: str, offset: int) -> None:
+        """A hello of a stream not named for this book (named mode)."""
+        ours = [a for a in self.attempts.values() if a.state in LIVE_STATES]
+        if not ours:
+            self.section, self.section_attempt = engine_run_id, None
+            return
+        self.stopped = True
+        self.parked = True
+        for attempt in ours:
+            if attempt.state == "parked" and attempt.error and attempt.error.offset == offset:
+                continue
+            self._problem(attempt, ForeignStreamAhead(offset=offset, engine_run_id=engine_run_id))
+
+    def _new_attempt(self, engine_run_id: str) -> AttemptView:
+        """Auto mode: a new stream joins the book's current run, or a new run if it ended."""
+        run = self.runs[-1] if self.runs else None
+        if run is None or run.ended:
+            run = RunView(book_id=self.book.book_id)
+            self.runs.append(run)
+            self.batch.new_runs.append(run)
+        attempt = AttemptView(engine_run_id=engine_run_id, run=run)
+        self.attempts[engine_run_id] = attempt
+        self.batch.new_attempts.append(attempt)
+        self.batch.touch(attempt)
+        return attempt
+
+    def _first_sight(self, attempt: AttemptView) -> None:
+        """A stream's first hello: it takes its place in the book and drives its run."""
+        attempt.stream_index = self.next_stream_index
+        self.next_stream_index += 1
+        for other in self.attempts.values():
+            if other is not attempt and other.run is attempt.run:
+                other.drives_run = False
+        attempt.drives_run = True
+        self.batch.touch(attempt)
+        self._supersede_before(attempt)
+
+    def _supersede_before(self, attempt: AttemptView) -> None:
+        """A later stream began: an earlier one still active (or parked) will write no more.
+
+        The book's lock lets one engine process run at a time, so a hello further down the file
+        means every earlier process is gone.
+        """
+        index = attempt.stream_index or 0
+        for other in self.attempts.values():
+            if (
+                other is not attempt
+                and other.state in LIVE_STATES
+                and (other.stream_index or 0) < index
+            ):
+                other.state = "superseded"
+                other.error = None
+                self.batch.touch(other)
+
+    # --- effects ----------------------------------------------------------------------------
+
+    def _apply(
+        self, attempt: AttemptView, line: Line, digest: bytes, offset: int, size: int
+    ) -> None:
+        """The line is the attempt's next seq: its effect joins the batch with the cursor."""
+        batch = self.batch
+        seq = line.seq
+        attempt.last_seq = seq
+        attempt.last_line_sha256 = digest
+        attempt.hint_offset = offset + size
+        attempt.hint_line_bytes = size
+        attempt.hint_file = self.identity
+        attempt.last_line_time = line.time
+        if not attempt.applied_in_batch:
+            attempt.applied_in_batch = True
+            batch.touch(attempt)
+        batch.hash_attempts.append(attempt)
+        batch.hash_seqs.append(seq)
+        batch.hash_values.append(digest)
+        self.batch_hashes[(id(attempt), seq)] = digest
+        kind = line.type
+        data = line.data
+        run = attempt.run
+        if kind == "spend":
+            self._spend(run, data["committed_micro_usd"])
+        elif kind == "progress":
+            # The snapshot as parsed; `seal` keeps only done and total of each phase.
+            batch.changes(run).progress = data["phases"]
+            run.progress = data["phases"]
+        elif kind == "unit_done":
+            batch.units.append((attempt, data["unit"], data["index"], seq))
+        elif kind == "hello":
+            self._state_effect(attempt, StateEffect("hello"))
+        elif kind == "ceiling":
+            self._state_effect(
+                attempt, StateEffect("ceiling", shortfall_micro_usd=data.get("shortfall_micro_usd"))
+            )
+        elif kind == "bank_stop":
+            self._state_effect(attempt, StateEffect("bank_stop"))
+        elif kind == "finished":
+            attempt.state = "finished"
+            money = data.get("money")
+            if money is not None:
+                self._spend(run, money["committed_micro_usd"])
+            self._state_effect(
+                attempt,
+                StateEffect(
+                    "finished",
+                    exit_code=data["exit_code"],
+                    stop=data["stop"],
+                    refusal=data["refusal"],
+                ),
+            )
+        # Any other type of the same major: no effect, the cursor still advances.
+
+    def _spend(self, run: RunView, amount: int) -> None:
+        """Cumulative spend: the greatest value seen wins."""
+        changes = self.batch.changes(run)
+        if changes.committed_micro_usd is None or amount > changes.committed_micro_usd:
+            changes.committed_micro_usd = amount
+        run.committed_micro_usd = max(run.committed_micro_usd, amount)
+
+    def _state_effect(self, attempt: AttemptView, effect: StateEffect) -> None:
+        if not attempt.drives_run:
+            return
+        self.batch.changes(attempt.run).state_effects.append(effect)
+        attempt.run.apply_state(effect)
+
+    def _duplicate(
+        self, attempt: AttemptView, seq: int, digest: bytes, offset: int, size: int
+    ) -> None:
+        if seq == attempt.last_seq and digest == attempt.last_line_sha256:
+            applied: bytes | None = digest
+            if attempt.hint_offset != offset + size or attempt.hint_file != self.identity:
+                attempt.hint_offset = offset + size
+                attempt.hint_line_bytes = size
+                attempt.hint_file = self.identity
+                self.batch.touch(attempt)
+        else:
+            applied = self._applied_hash(attempt, seq)
+        if applied == digest:
+            self.duplicates += 1
+            return
+        self._problem(
+            attempt,
+            PayloadConflict(
+                seq=seq,
+                offset=offset,
+                applied_sha256=applied.hex() if applied is not None else "(none recorded)",
+                line_sha256=digest.hex(),
+            ),
+        )
+
+    def _applied_hash(self, attempt: AttemptView, seq: int) -> bytes | None:
+        """What was applied at (attempt, seq): from this batch, the window cache, or Postgres."""
+        key = (id(attempt), seq)
+        found = self.batch_hashes.get(key) or self.sealed_hashes.get(key)
+        if found is not None:
+            return found
+        self.drain()  # what was sealed is in Postgres now, and the connection is free
+        if attempt.attempt_id is None:
+            return None
+        cache = self.hash_cache.get(attempt.attempt_id)
+        if cache is None or seq not in cache:
+            rows = self.db.fetch_tuples(
+                _sql.LINE_HASHES_WINDOW, (attempt.attempt_id, seq, seq + HASH_WINDOW_SEQS)
+            )
+            cache = {row_seq: bytes(value) for row_seq, value in rows}
+            self.hash_cache[attempt.attempt_id] = cache
+        return cache.get(seq)
+
+    # --- problems ---------------------------------------------------------------------------
+
+    def _problem(self, attempt: AttemptView, problem: StreamProblem) -> None:
+        """Record a stream problem on its attempt: it stops (or parks), with its evidence."""
+        attempt.state = state_for_problem(problem.kind)
+        attempt.error = ProblemRecord.of(problem)
+        self.batch.touch(attempt)
+        self.problems.append(f"{attempt.engine_run_id}: {problem.kind}")
+        logger.warning(
+            "book %s stream %s: %s at seq %s, byte %s -> %s",
+            self.ref,
+            attempt.engine_run_id,
+            problem.kind,
+            problem.seq,
+            problem.offset,
+            attempt.state,
+        )
+
+    def _book_problem(self, problem: StreamProblem) -> None:
+        """A problem that belongs to no stream (a line before any hello): kept on the book."""
+        if self.book.error is not None:
+            return
+        self.book.error = ProblemRecord.of(problem)
+        self.batch.book_changed = True
+        self.problems.append(f"(book): {problem.kind}")
+        logger.warning(
+            "book %s: %s before any hello at byte %s", self.ref, problem.kind, problem.offset
+        )

@@ -1,0 +1,143 @@
+"""The run state machine: what each event does to a run, mirroring the exit codes of SPEC § 4.
+
+A run is `running`, `paused` (reason `ceiling`, `bank_stop` or `stop`), `completed` (outcome
+`completed` or `completed_with_flags`), `failed` or `refused`. Only the run's latest stream moves
+its state (a late line of an earlier stream never pauses a run that a newer stream is driving);
+money and progress are taken from every stream: committed spend is the greatest cumulative value
+seen (freshness only, never enforcement), progress is the latest full snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from ._exit_codes import read_exit_code
+
+RUN_STATES = ("running", "paused", "completed", "failed", "refused")
+ENDED_RUN_STATES = frozenset({"completed", "failed", "refused"})
+
+
+@dataclass(frozen=True, slots=True)
+class StateEffect:
+    """An event that moves a run's state: hello, ceiling, bank_stop or finished."""
+
+    kind: str
+    shortfall_micro_usd: int | None = None
+    exit_code: int | None = None
+    stop: str | None = None
+    refusal: str | None = None
+
+
+@dataclass
+class RunView:
+    """One run as a pass sees it. `run_id` is None until the run is inserted."""
+
+    book_id: str
+    run_id: int | None = None
+    state: str = "running"
+    reason: str | None = None
+    stop: str | None = None
+    refusal: str | None = None
+    outcome: str | None = None
+    exit_code: int | None = None
+    committed_micro_usd: int = 0
+    shortfall_micro_usd: int | None = None
+    settled_micro_usd: int | None = None
+    progress: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunView:
+        return cls(
+            book_id=row["book_id"],
+            run_id=row["run_id"],
+            state=row["state"],
+            reason=row["reason"],
+            stop=row["stop"],
+            refusal=row["refusal"],
+            outcome=row["outcome"],
+            exit_code=row["exit_code"],
+            committed_micro_usd=row["committed_micro_usd"],
+            shortfall_micro_usd=row["shortfall_micro_usd"],
+            settled_micro_usd=row["settled_micro_usd"],
+            progress=dict(row["progress"] or {}),
+        )
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_RUN_STATES
+
+    def copy(self) -> RunView:
+        clone = RunView(**{name: getattr(self, name) for name in self.__dataclass_fields__})
+        clone.progress = dict(self.progress)
+        return clone
+
+    def update_params(self) -> tuple[Any, ...]:
+        """Parameters of `_sql.RUN_UPDATE`, in order."""
+        return (
+            self.state,
+            self.reason,
+            self.stop,
+            self.refusal,
+            self.outcome,
+            self.exit_code,
+            self.committed_micro_usd,
+            self.shortfall_micro_usd,
+            self.settled_micro_usd,
+            Jsonb(self.progress),
+            self.run_id,
+        )
+
+    def spend(self, committed_micro_usd: int) -> None:
+        """Cumulative committed spend: the greatest value seen wins, so a duplicate is harmless."""
+        self.committed_micro_usd = max(self.committed_micro_usd, committed_micro_usd)
+
+    def apply_state(self, effect: StateEffect) -> None:
+        """Move the run's state for one event of its latest stream."""
+        if effect.kind == "hello":
+            self.state = "running"
+            self.reason = self.stop = self.refusal = self.outcome = None
+            self.exit_code = None
+            self.shortfall_micro_usd = None
+        elif effect.kind == "ceiling":
+            self.state, self.reason, self.stop = "paused", "ceiling", None
+            if effect.shortfall_micro_usd is not None:
+                self.shortfall_micro_usd = effect.shortfall_micro_usd
+        elif effect.kind == "bank_stop":
+            self.state, self.reason, self.stop = "paused", "bank_stop", None
+        elif effect.kind == "finished":
+            if effect.exit_code is None:
+                raise ValueError("a finished effect carries its exit code")
+            reading = read_exit_code(effect.exit_code)
+            self.state = reading.state
+            self.outcome = reading.outcome
+            self.reason = reading.reason
+            self.refusal = (
+                (effect.refusal or reading.refusal) if reading.state == "refused" else None
+            )
+            self.exit_code = effect.exit_code
+            self.stop = effect.stop
+        elif effect.kind == "stopped_without_finished":
+            # Repair: the engine stopped and wrote no `finished` (a crash or a kill).
+            self.state, self.reason, self.outcome = "failed", "no_finished", None
+        else:
+            raise ValueError(f"unknown state effect {effect.kind!r}")
+
+
+@dataclass
+class RunChanges:
+    """What one batch does to one run, folded onto the locked row at commit time."""
+
+    committed_micro_usd: int | None = None
+    progress: dict[str, Any] | None = None
+    state_effects: list[StateEffect] = field(default_factory=list)
+
+    def fold_onto(self, run: RunView) -> None:
+        if self.committed_micro_usd is not None:
+            run.spend(self.committed_micro_usd)
+        if self.progress is not None:
+            run.progress = self.progress
+        for effect in self.state_effects:
+            run.apply_state(effect)

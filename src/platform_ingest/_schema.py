@@ -1,0 +1,49 @@
+"""Forward-only migrations with a version table, and the check every other command makes.
+
+`migrate` takes a transaction-level advisory lock (two migrators never interleave), reads the
+version, refuses a database written by a newer platform_ingest (`SchemaTooNew`), and applies the
+missing steps of `_sql.MIGRATIONS` in order, each recorded in `ingest_schema_version` in the same
+transaction as its DDL. There is no downgrade.
+"""
+
+from __future__ import annotations
+
+from . import _sql
+from ._db import Database
+from .errors import SchemaTooNew, SchemaTooOld
+
+_MIGRATION_LOCK_KEY = 0x706C6174666F726D  # "platform": one key for every migrator of this schema
+
+
+def schema_version(db: Database) -> int:
+    """The database's schema version; 0 when platform_ingest never migrated it."""
+    row = db.fetch_one(_sql.SCHEMA_TABLE_EXISTS)
+    if row is None or row["to_regclass"] is None:
+        return 0
+    version = db.fetch_one(_sql.SCHEMA_VERSION_READ)
+    return 0 if version is None else int(version["version"])
+
+
+def migrate(db: Database) -> tuple[int, int]:
+    """Bring the schema to `SCHEMA_VERSION`; return (version before, version after)."""
+    with db.transaction():
+        db.execute(_sql.SCHEMA_LOCK, (_MIGRATION_LOCK_KEY,))
+        db.execute(_sql.SCHEMA_TABLE_CREATE)
+        row = db.fetch_one(_sql.SCHEMA_VERSION_READ)
+        before = 0 if row is None else int(row["version"])
+        if before > _sql.SCHEMA_VERSION:
+            raise SchemaTooNew(before, _sql.SCHEMA_VERSION)
+        for version in range(before + 1, _sql.SCHEMA_VERSION + 1):
+            for statement in _sql.MIGRATIONS[version]:
+                db.execute(statement)
+            db.execute(_sql.SCHEMA_VERSION_RECORD, (version,))
+    return before, _sql.SCHEMA_VERSION
+
+
+def require_current(db: Database) -> None:
+    """Refuse a database that is not at this code's schema version (newer: never touched)."""
+    version = schema_version(db)
+    if version > _sql.SCHEMA_VERSION:
+        raise SchemaTooNew(version, _sql.SCHEMA_VERSION)
+    if version < _sql.SCHEMA_VERSION:
+        raise SchemaTooOld(version, _sql.SCHEMA_VERSION)

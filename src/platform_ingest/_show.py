@@ -1,0 +1,140 @@
+"""`show`: the state of books, runs and attempts, in the JSON shape of SPEC § 8.
+
+    {"books": [{"book_id", "path", "error", "runs": [{"run_id", "state", "reason", "stop",
+      "refusal", "outcome", "exit_code", "committed_micro_usd", "shortfall_micro_usd",
+      "settled_micro_usd", "units": [...], "progress": {phase: {"done", "total"}},
+      "attempts": [{"engine_run_id", "state", "last_seq",
+                    "error": null | {"kind", "seq", "offset", "detail"}}]}]}]}
+
+Runs oldest first, attempts in stream order (attempts named but not yet seen last). The book's
+`error` (an addition to the contract's keys) is a problem that belongs to no stream: a line before
+any hello in the journal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import _sql
+from ._books import find_book
+from ._cursor import ProblemRecord
+from ._db import Database, Row
+
+BOOKS_PAGE_ROWS = 500
+"""Books are listed in pages of this many (an index range scan, never the whole table at once)."""
+
+
+def _error(row: Row) -> dict[str, Any] | None:
+    record = ProblemRecord.from_row(row)
+    if record is None:
+        return None
+    return {
+        "kind": record.kind,
+        "seq": record.seq,
+        "offset": record.offset,
+        "detail": record.detail,
+    }
+
+
+def _books_rows(db: Database, book_dirs: Sequence[str]) -> list[Row]:
+    if book_dirs:
+        ids = [find_book(db, book_dir).book_id for book_dir in book_dirs]
+        return db.fetch_all(_sql.BOOKS_BY_ID, (ids,))
+    rows: list[Row] = []
+    after = ""
+    while True:
+        page = db.fetch_all(_sql.BOOKS_PAGE, (after, BOOKS_PAGE_ROWS))
+        rows.extend(page)
+        if len(page) < BOOKS_PAGE_ROWS:
+            return rows
+        after = page[-1]["book_id"]
+
+
+def show_state(db: Database, book_dirs: Sequence[str] = ()) -> dict[str, Any]:
+    """The state of the given books (all registered books when none is given)."""
+    books = _books_rows(db, book_dirs)
+    shown: list[dict[str, Any]] = []
+    for first in range(0, len(books), BOOKS_PAGE_ROWS):
+        shown.extend(_show_page(db, books[first : first + BOOKS_PAGE_ROWS]))
+    return {"books": shown}
+
+
+def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
+    book_ids = [book["book_id"] for book in books]
+    runs_by_book: dict[str, list[dict[str, Any]]] = {book_id: [] for book_id in book_ids}
+    runs_by_id: dict[int, dict[str, Any]] = {}
+    for row in db.fetch_all(_sql.RUNS_OF_BOOKS, (book_ids,)):
+        run = {
+            "run_id": row["run_id"],
+            "state": row["state"],
+            "reason": row["reason"],
+            "stop": row["stop"],
+            "refusal": row["refusal"],
+            "outcome": row["outcome"],
+            "exit_code": row["exit_code"],
+            "committed_micro_usd": row["committed_micro_usd"],
+            "shortfall_micro_usd": row["shortfall_micro_usd"],
+            "settled_micro_usd": row["settled_micro_usd"],
+            "units": [],
+            "progress": row["progress"] or {},
+            "attempts": [],
+        }
+        runs_by_book[row["book_id"]].append(run)
+        runs_by_id[row["run_id"]] = run
+    run_ids = sorted(runs_by_id)
+    if run_ids:
+        for run_id, unit in db.fetch_tuples(_sql.UNITS_OF_RUNS, (run_ids,)):
+            runs_by_id[run_id]["units"].append(unit)
+        for row in db.fetch_all(_sql.ATTEMPTS_OF_RUNS, (run_ids,)):
+            runs_by_id[row["run_id"]]["attempts"].append(
+                {
+                    "engine_run_id": row["engine_run_id"],
+                    "state": row["state"],
+                    "last_seq": row["last_seq"],
+                    "error": _error(row),
+                }
+            )
+    return [
+        {
+            "book_id": book["book_id"],
+            "path": book["path"],
+            "error": _error(book),
+            "runs": runs_by_book[book["book_id"]],
+        }
+        for book in books
+    ]
+
+
+def render_text(state: dict[str, Any]) -> str:
+    """A short human reading of `show_state` (the JSON is the interface for scripts)."""
+    lines: list[str] = []
+    for book in state["books"]:
+        lines.append(f"book {book['book_id']}  {book['path']}")
+        if book["error"] is not None:
+            error = book["error"]
+            lines.append(
+                f"  ! {error['kind']} at byte {error['offset']} (seq {error['seq']}): "
+                f"{error['detail']}"
+            )
+        for run in book["runs"]:
+            why = run["outcome"] or run["reason"] or run["refusal"] or ""
+            lines.append(
+                f"  run {run['run_id']}: {run['state']} {why}".rstrip()
+                + f"  units {len(run['units'])}  spend {run['committed_micro_usd']} micro-USD"
+            )
+            for attempt in run["attempts"]:
+                line = (
+                    f"    stream {attempt['engine_run_id']}: {attempt['state']}"
+                    f" at seq {attempt['last_seq']}"
+                )
+                if attempt["error"] is not None:
+                    error = attempt["error"]
+                    line += (
+                        f"  ! {error['kind']} at byte {error['offset']} (seq {error['seq']}):"
+                        f" {error['detail']}"
+                    )
+                lines.append(line)
+    if not lines:
+        lines.append("no books registered")
+    return "\n".join(lines)

@@ -1,0 +1,305 @@
+"""Every SQL statement `platform_ingest` runs, in one module-level list.
+
+Nothing else reaches Postgres: the one execute helper in `_db` refuses a text that is not listed
+here, and a test runs EXPLAIN on each statement of kind "query" over a database filled with enough
+rows that a full scan would show (no sequential scan of a table that grows with books or events).
+
+Lock order, everywhere: attempts, then runs, then books. Placeholders are psycopg's `%s`, and `%b` (binary) for the
+large arrays of a batch, which are cheaper to send that way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SCHEMA_VERSION = 1
+"""The schema version this code writes; a database at a higher version is refused."""
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One listed statement. `kind` "ddl" has no query plan to check (migrations only)."""
+
+    name: str
+    text: str
+    kind: Literal["query", "ddl"] = "query"
+
+
+def _q(name: str, text: str) -> Statement:
+    return Statement(name, " ".join(text.split()))
+
+
+def _ddl(name: str, text: str) -> Statement:
+    return Statement(name, " ".join(text.split()), kind="ddl")
+
+
+_RUN_COLUMNS = (
+    "run_id, book_id, state, reason, stop, refusal, outcome, exit_code, committed_micro_usd,"
+    " shortfall_micro_usd, settled_micro_usd, progress"
+)
+_ATTEMPT_COLUMNS = (
+    "attempt_id, run_id, engine_run_id, state, last_seq, last_line_sha256, hint_offset,"
+    " hint_line_bytes, hint_file, stream_index, stream_version, chunker_version, error_kind,"
+    " error_seq, error_offset, error_detail, last_line_time"
+)
+_BOOK_COLUMNS = (
+    "book_id, path, scan_offset, scan_line_bytes, scan_sha256, scan_file, scan_stream, scan_mode,"
+    " scan_epoch, error_kind, error_seq, error_offset, error_detail"
+)
+
+# --- migrations -----------------------------------------------------------------------------
+
+SCHEMA_TABLE_EXISTS = _q("schema_table_exists", "SELECT to_regclass('ingest_schema_version')")
+SCHEMA_TABLE_CREATE = _ddl(
+    "schema_table_create",
+    """CREATE TABLE IF NOT EXISTS ingest_schema_version (
+         version integer PRIMARY KEY,
+         migrated_at timestamptz NOT NULL DEFAULT now())""",
+)
+SCHEMA_LOCK = _q("schema_lock", "SELECT pg_advisory_xact_lock(%s)")
+SCHEMA_VERSION_READ = _q(
+    "schema_version_read",
+    "SELECT version FROM ingest_schema_version ORDER BY version DESC LIMIT 1",
+)
+SCHEMA_VERSION_RECORD = _q(
+    "schema_version_record", "INSERT INTO ingest_schema_version (version) VALUES (%s)"
+)
+
+MIGRATIONS: dict[int, tuple[Statement, ...]] = {
+    1: (
+        _ddl(
+            "v1_books",
+            """CREATE TABLE books (
+                 book_id text PRIMARY KEY,
+                 path text NOT NULL UNIQUE,
+                 scan_offset bigint NOT NULL DEFAULT 0 CHECK (scan_offset >= 0),
+                 scan_line_bytes integer NOT NULL DEFAULT 0,
+                 scan_sha256 bytea,
+                 scan_file text,
+                 scan_stream text,
+                 scan_mode text,
+                 scan_epoch bigint NOT NULL DEFAULT 0,
+                 error_kind text,
+                 error_seq bigint,
+                 error_offset bigint,
+                 error_detail text,
+                 registered_at timestamptz NOT NULL DEFAULT now())""",
+        ),
+        _ddl(
+            "v1_runs",
+            """CREATE TABLE runs (
+                 run_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                 book_id text NOT NULL REFERENCES books,
+                 state text NOT NULL CHECK (state IN
+                   ('running', 'paused', 'completed', 'failed', 'refused')),
+                 reason text,
+                 stop text CHECK (stop IN ('soft', 'hard')),
+                 refusal text,
+                 outcome text,
+                 exit_code integer,
+                 committed_micro_usd bigint NOT NULL DEFAULT 0 CHECK (committed_micro_usd >= 0),
+                 shortfall_micro_usd bigint CHECK (shortfall_micro_usd >= 0),
+                 settled_micro_usd bigint CHECK (settled_micro_usd >= 0),
+                 progress jsonb NOT NULL DEFAULT '{}',
+                 created_at timestamptz NOT NULL DEFAULT now(),
+                 updated_at timestamptz NOT NULL DEFAULT now())""",
+        ),
+        _ddl("v1_runs_book", "CREATE INDEX runs_book ON runs (book_id, run_id)"),
+        _ddl(
+            "v1_attempts",
+            """CREATE TABLE attempts (
+                 attempt_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                 book_id text NOT NULL REFERENCES books,
+                 run_id bigint NOT NULL REFERENCES runs,
+                 engine_run_id text NOT NULL,
+                 state text NOT NULL CHECK (state IN ('pending', 'active', 'parked', 'finished',
+                   'stalled', 'quarantined', 'refused', 'superseded')),
+                 last_seq bigint NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
+                 last_line_sha256 bytea,
+                 hint_offset bigint NOT NULL DEFAULT 0 CHECK (hint_offset >= 0),
+                 hint_line_bytes integer NOT NULL DEFAULT 0,
+                 hint_file text,
+                 stream_index integer,
+                 stream_version text,
+                 chunker_version text,
+                 error_kind text,
+                 error_seq bigint,
+                 error_offset bigint,
+                 error_detail text,
+                 last_line_time text,
+                 last_applied_at timestamptz,
+                 created_at timestamptz NOT NULL DEFAULT now(),
+                 UNIQUE (book_id, engine_run_id))""",
+        ),
+        _ddl("v1_attempts_run", "CREATE INDEX attempts_run ON attempts (run_id)"),
+        # One row per applied line: what was applied at each (attempt, seq), so a duplicate of ANY
+        # earlier seq is compared with it. Written only together with its attempt's cursor.
+        _ddl(
+            "v1_line_hashes",
+            """CREATE TABLE line_hashes (
+                 attempt_id bigint NOT NULL,
+                 seq bigint NOT NULL,
+                 sha256 bytea NOT NULL,
+                 PRIMARY KEY (attempt_id, seq))""",
+        ),
+        # One row per unit of a run, recorded once. Written only in the transaction that holds
+        # its run's row lock, so no foreign key is checked per row.
+        _ddl(
+            "v1_run_units",
+            """CREATE TABLE run_units (
+                 run_id bigint NOT NULL,
+                 unit text NOT NULL,
+                 unit_index bigint NOT NULL,
+                 attempt_id bigint NOT NULL,
+                 seq bigint NOT NULL,
+                 PRIMARY KEY (run_id, unit))""",
+        ),
+    ),
+}
+
+# --- books ----------------------------------------------------------------------------------
+
+BOOK_INSERT = _q(
+    "book_insert",
+    "INSERT INTO books (book_id, path) VALUES (%s, %s) ON CONFLICT (book_id) DO NOTHING",
+)
+BOOK_SELECT = _q("book_select", f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id = %s")
+BOOK_SELECT_BY_PATH = _q(
+    "book_select_by_path", f"SELECT {_BOOK_COLUMNS} FROM books WHERE path = %s"
+)
+BOOK_LOCK = _q("book_lock", "SELECT pg_try_advisory_lock(%s)")
+BOOK_UNLOCK = _q("book_unlock", "SELECT pg_advisory_unlock(%s)")
+BOOK_SCAN_ADVANCE = _q(
+    "book_scan_advance",
+    """UPDATE books SET scan_offset = %s, scan_line_bytes = %s, scan_sha256 = %s, scan_file = %s,
+         scan_stream = %s, scan_mode = %s, error_kind = %s, error_seq = %s, error_offset = %s,
+         error_detail = %s
+       WHERE book_id = %s AND scan_epoch = %s""",
+)
+BOOK_SCAN_RESET = _q(
+    "book_scan_reset",
+    """UPDATE books SET scan_offset = 0, scan_line_bytes = 0, scan_sha256 = NULL,
+         scan_file = NULL, scan_stream = NULL, scan_epoch = scan_epoch + 1
+       WHERE book_id = %s""",
+)
+BOOKS_PAGE = _q(
+    "books_page",
+    f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id > %s ORDER BY book_id LIMIT %s",
+)
+BOOKS_BY_ID = _q(
+    "books_by_id",
+    f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id = ANY(%s) ORDER BY book_id",
+)
+
+# --- runs -----------------------------------------------------------------------------------
+
+RUN_INSERT = _q(
+    "run_insert",
+    f"INSERT INTO runs (book_id, state) VALUES (%s, 'running') RETURNING {_RUN_COLUMNS}",
+)
+RUNS_OF_BOOK = _q(
+    "runs_of_book", f"SELECT {_RUN_COLUMNS} FROM runs WHERE book_id = %s ORDER BY run_id"
+)
+RUN_CURRENT_LOCK = _q(
+    "run_current_lock",
+    f"""SELECT {_RUN_COLUMNS} FROM runs WHERE book_id = %s ORDER BY run_id DESC LIMIT 1
+        FOR UPDATE""",
+)
+RUNS_LOCK = _q(
+    "runs_lock",
+    f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ANY(%s) ORDER BY run_id FOR UPDATE",
+)
+RUN_UPDATE = _q(
+    "run_update",
+    """UPDATE runs SET state = %s, reason = %s, stop = %s, refusal = %s, outcome = %s,
+         exit_code = %s, committed_micro_usd = %s, shortfall_micro_usd = %s,
+         settled_micro_usd = %s, progress = %s, updated_at = now()
+       WHERE run_id = %s""",
+)
+RUNS_OF_BOOKS = _q(
+    "runs_of_books",
+    f"SELECT {_RUN_COLUMNS} FROM runs WHERE book_id = ANY(%s) ORDER BY book_id, run_id",
+)
+
+# --- attempts -------------------------------------------------------------------------------
+
+ATTEMPT_INSERT = _q(
+    "attempt_insert",
+    """INSERT INTO attempts (book_id, run_id, engine_run_id, state)
+       VALUES (%s, %s, %s, %s)
+       ON CONFLICT (book_id, engine_run_id) DO NOTHING RETURNING attempt_id""",
+)
+ATTEMPTS_OF_BOOK = _q(
+    "attempts_of_book",
+    f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE book_id = %s ORDER BY attempt_id",
+)
+ATTEMPT_BY_STREAM_LOCK = _q(
+    "attempt_by_stream_lock",
+    f"""SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE book_id = %s AND engine_run_id = %s
+        FOR UPDATE""",
+)
+ATTEMPTS_LOCK = _q(
+    "attempts_lock",
+    """SELECT attempt_id, last_seq FROM attempts WHERE attempt_id = ANY(%s)
+       ORDER BY attempt_id FOR UPDATE""",
+)
+# The cursor's compare-and-set: the row is locked, and `last_seq` must still be what this pass
+# read; rowcount 1 or the whole transaction is rolled back (CursorMoved).
+ATTEMPT_ADVANCE = _q(
+    "attempt_advance",
+    """UPDATE attempts SET state = %s, last_seq = %s, last_line_sha256 = %s, hint_offset = %s,
+         hint_line_bytes = %s, hint_file = %s, stream_index = %s, stream_version = %s,
+         chunker_version = %s, error_kind = %s, error_seq = %s, error_offset = %s,
+         error_detail = %s, last_line_time = %s,
+         last_applied_at = CASE WHEN %s THEN now() ELSE last_applied_at END
+       WHERE attempt_id = %s AND last_seq = %s""",
+)
+ATTEMPT_RELEASE = _q(
+    "attempt_release",
+    """UPDATE attempts SET state = %s, error_kind = NULL, error_seq = NULL, error_offset = NULL,
+         error_detail = NULL
+       WHERE attempt_id = %s AND state = %s""",
+)
+ATTEMPTS_OF_RUNS = _q(
+    "attempts_of_runs",
+    f"""SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ANY(%s)
+        ORDER BY run_id, stream_index NULLS LAST, attempt_id""",
+)
+
+# --- line hashes and units ------------------------------------------------------------------
+
+LINE_HASHES_INSERT = _q(
+    "line_hashes_insert",
+    """INSERT INTO line_hashes (attempt_id, seq, sha256)
+       SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[])""",
+)
+LINE_HASHES_WINDOW = _q(
+    "line_hashes_window",
+    """SELECT seq, sha256 FROM line_hashes WHERE attempt_id = %s AND seq >= %s AND seq < %s
+       ORDER BY seq""",
+)
+UNITS_INSERT = _q(
+    "units_insert",
+    """INSERT INTO run_units (run_id, unit, unit_index, attempt_id, seq)
+       SELECT * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
+       ON CONFLICT (run_id, unit) DO NOTHING""",
+)
+UNITS_OF_RUNS = _q(
+    "units_of_runs",
+    """SELECT run_id, unit FROM run_units WHERE run_id = ANY(%s)
+       ORDER BY run_id, unit_index, attempt_id, seq""",
+)
+
+
+def _collect() -> tuple[Statement, ...]:
+    found: list[Statement] = [value for value in globals().values() if isinstance(value, Statement)]
+    for statements in MIGRATIONS.values():
+        found.extend(statements)
+    return tuple(found)
+
+
+STATEMENTS: tuple[Statement, ...] = _collect()
+"""Every statement, each once. `_db.execute` refuses any text not in here."""
+
+LISTED_TEXTS: frozenset[str] = frozenset(statement.text for statement in STATEMENTS)

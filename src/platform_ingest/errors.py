@@ -1,0 +1,314 @@
+"""The errors `platform_ingest` raises, rooted in one class.
+
+    IngestError
+     ├── ConfigError (ValueError)              a bad option, path or registration
+     │    ├── PathOutsideRoots                 a book or journal path that escapes its roots
+     │    └── BookPathConflict                 a book id already registered at another path
+     ├── NotFound (LookupError)                no such book, run or attempt
+     ├── JournalUnreadable (OSError)           the journal could not be opened or read
+     ├── StreamProblem                         a problem of the journal, recorded on an attempt
+     │    ├── LineRefused (ValueError)         a line no 1.x reader may accept
+     │    │    ├── MalformedLine               kind "malformed"
+     │    │    │    ├── InvalidUtf8
+     │    │    │    ├── InvalidJson            not JSON, NaN, a byte-order mark, a carriage return
+     │    │    │    ├── NotAnObject
+     │    │    │    ├── LineTooLong            over 1 MiB with its newline (read in bounded memory)
+     │    │    │    ├── NestingTooDeep
+     │    │    │    ├── WrongType              a field of the wrong type or range
+     │    │    │    ├── MoneyNotInteger        money that is not a non-negative JSON integer
+     │    │    │    ├── HelloNotFirst          a hello that is not seq 1
+     │    │    │    └── LineBeforeHello        a line before any hello in the file
+     │    │    └── UnsupportedVersion          kind "unsupported_version": a major other than 1
+     │    ├── PayloadConflict                  kind "payload_conflict": same seq, other bytes
+     │    ├── SequenceGap                      kind "gap": lines were lost
+     │    ├── BookMismatch                     kind "book_mismatch": a hello of another book
+     │    └── ForeignStreamAhead               kind "foreign_stream_ahead": the pass parks
+     ├── DatabaseError                         Postgres said no (translated in `_db`)
+     │    ├── DatabaseUnavailable (ConnectionError)   connection lost or refused: retryable
+     │    ├── DatabaseTimeout (TimeoutError)          a statement or lock timeout: retryable
+     │    ├── SchemaTooNew                     the database was migrated by a newer platform_ingest
+     │    ├── SchemaTooOld                     the database needs `platform-ingest migrate`
+     │    └── CursorMoved                      another pass moved the cursor first (resync, no retry)
+     ├── EmbeddedServerError (RuntimeError)    the embedded Postgres did not start or stop
+     └── RepairError                           the repair channel could not be used
+          ├── EngineLive                       the engine holds the book's lock (exit 12)
+          └── StatusUnreadable                 the status command failed or printed nonsense
+
+A `StreamProblem` carries fields, not only a message: `kind` (the name `show` prints), `seq` (None
+when the line has none), `offset` (the byte offset where the offending line starts) and, for a
+conflict, both sha256 hashes. Messages never hold money amounts.
+"""
+
+from __future__ import annotations
+
+
+class IngestError(Exception):
+    """Root of every error raised by `platform_ingest`."""
+
+
+class ConfigError(IngestError, ValueError):
+    """A bad option, path or registration: the command cannot do what was asked."""
+
+
+class PathOutsideRoots(ConfigError):
+    """A book directory or its journal resolves (through a symlink) outside the allowed roots."""
+
+    def __init__(self, path: str, roots: list[str]) -> None:
+        super().__init__(f"{path} resolves outside the allowed roots ({', '.join(roots)})")
+        self.path = path
+        self.roots = roots
+
+
+class BookPathConflict(ConfigError):
+    """The book id (the directory's name) is already registered for another directory."""
+
+    def __init__(self, path: str, registered_path: str) -> None:
+        super().__init__(
+            f"{path}: a book with this directory name is already registered at {registered_path}"
+        )
+        self.path = path
+        self.registered_path = registered_path
+
+
+class NotFound(IngestError, LookupError):
+    """No such book, run or attempt."""
+
+
+class JournalUnreadable(IngestError, OSError):
+    """The journal exists but could not be opened or read (permissions, I/O error).
+
+    Nothing was applied from it in this pass; the cursor in Postgres is untouched.
+    """
+
+
+class StreamProblem(IngestError):
+    """A problem of the journal itself. It is state, recorded on the attempt (or the book).
+
+    `kind` is the error kind `show` prints; `seq` is None when the line has none; `offset` is the
+    byte offset where the offending line starts (set by the reader when the decoder does not know).
+    """
+
+    kind = "stream_problem"
+
+    def __init__(self, detail: str, *, seq: int | None = None, offset: int | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.seq = seq
+        self.offset = offset
+
+
+class LineRefused(StreamProblem, ValueError):
+    """A line that no reader of stream 1.x may accept."""
+
+    kind = "malformed"
+
+
+class MalformedLine(LineRefused):
+    """The line is not a valid stream 1.x line."""
+
+    kind = "malformed"
+
+
+class InvalidUtf8(MalformedLine):
+    """The line's bytes are not UTF-8."""
+
+
+class InvalidJson(MalformedLine):
+    """The line is not one compact JSON value (bad syntax, NaN, a byte-order mark, a `\\r`)."""
+
+
+class NotAnObject(MalformedLine):
+    """The line is JSON but not an object with seq, type, time and data."""
+
+
+class LineTooLong(MalformedLine):
+    """The line is longer than the limit (newline included). It was skipped, never held whole."""
+
+    def __init__(
+        self,
+        size_bytes: int,
+        limit_bytes: int,
+        *,
+        offset: int | None = None,
+        line_sha256: bytes | None = None,
+        terminated: bool = True,
+    ) -> None:
+        at_least = "" if terminated else "at least "
+        super().__init__(
+            f"line of {at_least}{size_bytes} bytes exceeds the limit of {limit_bytes} bytes",
+            offset=offset,
+        )
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+        self.line_sha256 = line_sha256
+        """The sha256 of the whole line, hashed while it was skipped (None: no newline yet)."""
+        self.terminated = terminated
+
+
+class NestingTooDeep(MalformedLine):
+    """The line nests arrays or objects deeper than the reader allows."""
+
+    def __init__(self, depth: int, limit: int, *, seq: int | None = None) -> None:
+        super().__init__(f"nesting depth {depth} exceeds the limit of {limit}", seq=seq)
+        self.depth = depth
+        self.limit = limit
+
+
+class WrongType(MalformedLine):
+    """A known field has the wrong type or an impossible value."""
+
+    def __init__(self, field: str, expected: str, *, seq: int | None = None) -> None:
+        super().__init__(f"{field} must be {expected}", seq=seq)
+        self.field = field
+        self.expected = expected
+
+
+class MoneyNotInteger(MalformedLine):
+    """A money field holds something other than a non-negative JSON integer of micro-USD.
+
+    A float, a string (`"null"`, `"12"`), null, a bool or a negative number: never read as zero.
+    The message names the field and the JSON type found, never the amount.
+    """
+
+    def __init__(self, field: str, found: str, *, seq: int | None = None) -> None:
+        super().__init__(
+            f"money field {field} must be a non-negative JSON integer of micro-USD, found {found}",
+            seq=seq,
+        )
+        self.field = field
+        self.found = found
+
+
+class HelloNotFirst(MalformedLine):
+    """A hello that does not carry seq 1."""
+
+
+class LineBeforeHello(MalformedLine):
+    """A line of a stream before any hello in the file: it belongs to no stream."""
+
+
+class UnsupportedVersion(LineRefused):
+    """A hello of a stream major this reader does not speak: the whole stream is refused."""
+
+    kind = "unsupported_version"
+
+    def __init__(
+        self, version: str, *, engine_run_id: str, book_id: str, seq: int | None = 1
+    ) -> None:
+        super().__init__(f"stream version {version} is not supported (reads 1.x)", seq=seq)
+        self.version = version
+        self.engine_run_id = engine_run_id
+        self.book_id = book_id
+
+
+class PayloadConflict(StreamProblem):
+    """A line repeats an applied seq with other bytes. Quarantined, never retried."""
+
+    kind = "payload_conflict"
+
+    def __init__(self, *, seq: int, offset: int, applied_sha256: str, line_sha256: str) -> None:
+        super().__init__(
+            f"seq {seq} was applied with sha256 {applied_sha256}; this line has sha256 "
+            f"{line_sha256}",
+            seq=seq,
+            offset=offset,
+        )
+        self.applied_sha256 = applied_sha256
+        self.line_sha256 = line_sha256
+
+
+class SequenceGap(StreamProblem):
+    """A line skips seqs: lines were lost, nothing after the hole is applied."""
+
+    kind = "gap"
+
+    def __init__(self, *, expected_seq: int, seq: int, offset: int) -> None:
+        super().__init__(f"expected seq {expected_seq}, found seq {seq}", seq=seq, offset=offset)
+        self.expected_seq = expected_seq
+
+
+class BookMismatch(StreamProblem):
+    """A hello names another book than the one this directory is registered for."""
+
+    kind = "book_mismatch"
+
+    def __init__(self, *, offset: int) -> None:
+        super().__init__(
+            "the hello's book_id is not the book this directory is registered for",
+            seq=1,
+            offset=offset,
+        )
+
+
+class ForeignStreamAhead(StreamProblem):
+    """A hello of a stream not named for this book, after our own lines: the pass stops on it."""
+
+    kind = "foreign_stream_ahead"
+
+    def __init__(self, *, offset: int, engine_run_id: str) -> None:
+        super().__init__(
+            f"stream {engine_run_id} is not named for this book; waiting for it to be named",
+            seq=1,
+            offset=offset,
+        )
+        self.engine_run_id = engine_run_id
+
+
+class DatabaseError(IngestError):
+    """Postgres refused or failed an operation (translated from the driver in `_db`)."""
+
+
+class DatabaseUnavailable(DatabaseError, ConnectionError):
+    """The connection was lost or could not be made. Retryable: the cursor is in Postgres."""
+
+
+class DatabaseTimeout(DatabaseError, TimeoutError):
+    """A statement or lock wait passed its bound. Retryable, and shown, never a hang."""
+
+
+class SchemaTooNew(DatabaseError):
+    """The database carries a schema version newer than this platform_ingest knows."""
+
+    def __init__(self, found_version: int, known_version: int) -> None:
+        super().__init__(
+            f"database schema version {found_version} is newer than this platform_ingest "
+            f"(knows up to {known_version}); refusing to touch it"
+        )
+        self.found_version = found_version
+        self.known_version = known_version
+
+
+class SchemaTooOld(DatabaseError):
+    """The database is not migrated to this platform_ingest's schema yet."""
+
+    def __init__(self, found_version: int, known_version: int) -> None:
+        super().__init__(
+            f"database schema version {found_version} is older than {known_version}: "
+            "run `platform-ingest migrate` first"
+        )
+        self.found_version = found_version
+        self.known_version = known_version
+
+
+class CursorMoved(DatabaseError):
+    """The compare-and-set on an attempt's cursor found another `last_seq`: another pass won.
+
+    Nothing of the transaction was committed; the pass re-reads its state and goes on from the
+    cursor it finds. This is contention, not a failure, and never a reason to retry blindly.
+    """
+
+
+class EmbeddedServerError(IngestError, RuntimeError):
+    """The embedded Postgres could not be started or stopped."""
+
+
+class RepairError(IngestError):
+    """The repair channel (the engine's `status --json`) could not be used."""
+
+
+class EngineLive(RepairError):
+    """A live engine holds the book's lock: repair is refused until the run has stopped."""
+
+
+class StatusUnreadable(RepairError):
+    """The status command failed, timed out, or printed something that is not the status JSON."""

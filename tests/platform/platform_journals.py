@@ -1,0 +1,136 @@
+"""Hand-made journal lines and small helpers shared by the platform tests.
+
+The lines are built here (not with the engine's package): the platform side meets the engine only
+in the file format.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from psycopg import conninfo
+
+from platform_ingest import BookPass, Database, PassReport, register_book
+from platform_ingest._show import show_state
+
+T = "2026-11-30T02:08:57.213Z"
+RUN_A = "0b6c1f3e-8a57-4d0b-9a63-2f7c4f0e5a11"
+RUN_B = "5d2e9c40-3b1a-4f8e-8c7d-6a9b0c1d2e33"
+RUN_C = "9a1b2c3d-0000-4000-8000-00000000000c"
+
+
+def line(seq: int, kind: str, data: Any, time: str = T) -> bytes:
+    return (
+        json.dumps({"seq": seq, "type": kind, "time": time, "data": data}, separators=(",", ":"))
+        + "\n"
+    ).encode()
+
+
+def hello(run: str = RUN_A, book: str = "book-1", version: str = "1.3") -> bytes:
+    data = {
+        "stream_version": version,
+        "engine_run_id": run,
+        "book_id": book,
+        "chunker_version": "c1",
+    }
+    return line(1, "hello", data)
+
+
+def spend(seq: int, amount: Any) -> bytes:
+    return line(seq, "spend", {"committed_micro_usd": amount})
+
+
+def progress(seq: int, **phases: tuple[int, int]) -> bytes:
+    return line(
+        seq,
+        "progress",
+        {
+            "phases": {
+                name: {"done": done, "total": total} for name, (done, total) in phases.items()
+            }
+        },
+    )
+
+
+def unit_done(seq: int, unit: str, index: int) -> bytes:
+    return line(seq, "unit_done", {"unit": unit, "index": index})
+
+
+def ceiling(seq: int, shortfall: int | None = 250) -> bytes:
+    data: dict[str, Any] = {"halted": True, "scope": "book"}
+    if shortfall is not None:
+        data["shortfall_micro_usd"] = shortfall
+    return line(seq, "ceiling", data)
+
+
+def bank_stop(seq: int, signature: str = "sig-7") -> bytes:
+    return line(seq, "bank_stop", {"signature": signature})
+
+
+def finished(
+    seq: int,
+    code: int = 0,
+    outcome: str = "clean",
+    *,
+    stop: str | None = None,
+    refusal: str | None = None,
+    money: int = 2000,
+) -> bytes:
+    data = {
+        "outcome": outcome,
+        "exit_code": code,
+        "stop": stop,
+        "refusal": refusal,
+        "volume": {"units_done": 2, "units_total": 2},
+        "money": {"committed_micro_usd": money},
+    }
+    return line(seq, "finished", data)
+
+
+def write(book_dir: Path, *lines: bytes) -> None:
+    """Replace the journal with these bytes (a new file: a new inode for each call)."""
+    path = book_dir / "events.jsonl"
+    temporary = book_dir / "events.jsonl.tmp"
+    temporary.write_bytes(b"".join(lines))
+    temporary.replace(path)
+
+
+def append(book_dir: Path, *lines: bytes) -> None:
+    with open(book_dir / "events.jsonl", "ab") as file:
+        file.write(b"".join(lines))
+
+
+def sweep(db: Database, book_dir: Path, *, auto: bool = True, **options: Any) -> PassReport:
+    book = register_book(db, book_dir)
+    return BookPass(db, book.book_id, mode="auto" if auto else "named", **options).run()
+
+
+def book_state(db: Database, book_dir: Path) -> dict[str, Any]:
+    """The book's entry of `show --json`."""
+    (book,) = show_state(db, [str(book_dir)])["books"]
+    found: dict[str, Any] = book
+    return found
+
+
+def attempts(db: Database, book_dir: Path) -> dict[str, dict[str, Any]]:
+    """engine_run_id -> its attempt as `show --json` prints it."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in book_state(db, book_dir)["runs"]:
+        for attempt in run["attempts"]:
+            found[attempt["engine_run_id"]] = attempt
+    return found
+
+
+def only_run(db: Database, book_dir: Path) -> dict[str, Any]:
+    (run,) = book_state(db, book_dir)["runs"]
+    found: dict[str, Any] = run
+    return found
+
+
+def dsn_for(admin_dsn: str, database: str) -> str:
+    """The admin DSN pointed at another database of the same server."""
+    params = conninfo.conninfo_to_dict(admin_dsn)
+    params["dbname"] = database
+    return conninfo.make_conninfo(**{key: str(value) for key, value in params.items()})

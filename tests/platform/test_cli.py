@@ -1,0 +1,390 @@
+"""`platform-ingest`: the commands of SPEC § 8, their output shapes and their exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from platform_journals import RUN_A, RUN_B, finished, hello, spend, unit_done, write
+
+from platform_ingest._cli import main
+
+pytestmark = pytest.mark.postgres
+
+MakeBook = Callable[[str], Path]
+RUN_KEYS = {
+    "run_id",
+    "state",
+    "reason",
+    "stop",
+    "refusal",
+    "outcome",
+    "exit_code",
+    "committed_micro_usd",
+    "shortfall_micro_usd",
+    "settled_micro_usd",
+    "units",
+    "progress",
+    "attempts",
+}
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def show_json(capsys: pytest.CaptureFixture[str], dsn: str, *books: Path) -> dict[str, Any]:
+    code, out, _ = cli(capsys, "--dsn", dsn, "show", *map(str, books), "--json")
+    assert code == 0
+    state: dict[str, Any] = json.loads(out)
+    return state
+
+
+def test_show_json_has_exactly_the_contract_shape(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show --json` has exactly the keys of § 8 (plus the book's own `error`)."""
+    book = make_book("book-1")
+    write(
+        book,
+        hello(),
+        unit_done(2, "u-1", 0),
+        spend(3, 1500),
+        spend(4, "12"),
+    )
+    assert cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))[0] == 0
+    state = show_json(capsys, fresh_dsn, book)
+    (shown,) = state["books"]
+    assert set(shown) == {"book_id", "path", "runs", "error"}
+    assert (shown["book_id"], shown["path"], shown["error"]) == (
+        "book-1",
+        str(book.resolve()),
+        None,
+    )
+    (run,) = shown["runs"]
+    assert set(run) == RUN_KEYS
+    assert (run["state"], run["units"], run["committed_micro_usd"]) == ("running", ["u-1"], 1500)
+    (attempt,) = run["attempts"]
+    assert set(attempt) == {"engine_run_id", "state", "last_seq", "error"}
+    assert set(attempt["error"]) == {"kind", "seq", "offset", "detail"}
+    assert (attempt["state"], attempt["error"]["kind"], attempt["error"]["seq"]) == (
+        "quarantined",
+        "malformed",
+        4,
+    )
+    everything = show_json(capsys, fresh_dsn)
+    assert everything == state
+
+
+def test_sweep_exits_zero_on_stream_problems_and_non_zero_when_it_cannot_run(
+    fresh_dsn: str, make_book: MakeBook, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sweep: a quarantine is state (0), not a book is usage (2), no database is failure (1)."""
+    book = make_book("book-1")
+    write(book, hello(), spend(2, 1.5))
+    code, out, _ = cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))
+    assert code == 0
+    assert "1 problems" in out
+    code, _, err = cli(capsys, "--dsn", fresh_dsn, "sweep", str(tmp_path / "missing"))
+    assert code == 2
+    assert "not a directory" in err
+    unreachable = "host=/nonexistent dbname=x connect_timeout=1"
+    code, _, err = cli(capsys, "--dsn", unreachable, "sweep", str(book))
+    assert code == 1
+    assert "Postgres" in err
+
+
+def test_sweep_json_report(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sweep --json` prints one report per book, with bytes read and where reading started."""
+    book = make_book("book-1")
+    write(book, hello(), spend(2, 10))
+    code, out, _ = cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", "--json", str(book))
+    assert code == 0
+    report = json.loads(out)
+    assert (report["book_id"], report["lines_applied"], report["start_offset"]) == ("book-1", 2, 0)
+
+
+def test_name_then_sweep_in_named_mode(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`name` adds a pending attempt; `--new-run` starts a run; an ended run needs it."""
+    book = make_book("book-1")
+    code, out, _ = cli(capsys, "--dsn", fresh_dsn, "name", str(book), RUN_A)
+    assert code == 0
+    assert "named for run" in out
+    write(book, hello(RUN_A), finished(2))
+    assert cli(capsys, "--dsn", fresh_dsn, "sweep", str(book))[0] == 0
+    runs = show_json(capsys, fresh_dsn, book)["books"][0]["runs"]
+    assert [(run["state"], [a["state"] for a in run["attempts"]]) for run in runs] == [
+        ("completed", ["finished"])
+    ]
+    code, _, err = cli(capsys, "--dsn", fresh_dsn, "name", str(book), RUN_B)
+    assert code == 2
+    assert "--new-run" in err
+    assert cli(capsys, "--dsn", fresh_dsn, "name", str(book), RUN_B, "--new-run")[0] == 0
+    runs = show_json(capsys, fresh_dsn, book)["books"][0]["runs"]
+    assert [run["attempts"][0]["state"] for run in runs] == ["finished", "pending"]
+
+
+def test_release_command(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`release` lifts a quarantine; releasing an attempt that is not quarantined is refused."""
+    book = make_book("book-1")
+    write(book, hello(), spend(2, 5), spend(2, 6))
+    cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))
+    code, out, _ = cli(capsys, "--dsn", fresh_dsn, "release", str(book), RUN_A)
+    assert (code, out.strip()) == (0, f"stream {RUN_A} released: active")
+    code, _, err = cli(capsys, "--dsn", fresh_dsn, "release", str(book), RUN_A)
+    assert code == 2
+    assert "only a quarantined or stalled" in err
+
+
+def _status_script(tmp_path: Path, payload: dict[str, Any], exit_code: int = 0) -> str:
+    script = tmp_path / "status.py"
+    script.write_text(f"import json, sys\nprint(json.dumps({payload!r}))\nsys.exit({exit_code})\n")
+    return f"{sys.executable} {script}"
+
+
+def test_repair_records_the_engine_ledger_and_outcome(
+    fresh_dsn: str, make_book: MakeBook, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`repair` records the engine's ledger and outcome even without a `finished` line."""
+    book = make_book("book-1")
+    write(book, hello(), spend(2, 1000), spend(3, "bad"))
+    cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))
+    status = {
+        "book_id": "book-1",
+        "engine_run_id": RUN_A,
+        "streams": [{"engine_run_id": RUN_A, "last_seq": 4, "projected_seq": 4}],
+        "journal": "ok",
+        "progress": {},
+        "money": {"committed_micro_usd": 1800},
+        "ceiling": {"halted": True, "scope": "book", "shortfall_micro_usd": 90},
+        "finished": {
+            "outcome": "ceiling",
+            "exit_code": 4,
+            "stop": None,
+            "refusal": None,
+            "volume": {"units_done": 1, "units_total": 2},
+            "money": {"committed_micro_usd": 1800},
+        },
+    }
+    command = _status_script(tmp_path, status)
+    code, out, _ = cli(capsys, "--dsn", fresh_dsn, "repair", str(book), "--status-command", command)
+    assert code == 0
+    assert json.loads(out)["settled_micro_usd"] == 1800
+    run = show_json(capsys, fresh_dsn, book)["books"][0]["runs"][0]
+    assert (run["state"], run["reason"], run["settled_micro_usd"], run["exit_code"]) == (
+        "paused",
+        "ceiling",
+        1800,
+        4,
+    )
+    assert run["attempts"][0]["state"] == "quarantined"  # the projection stays quarantined
+
+
+def test_repair_is_refused_while_the_engine_is_live(
+    fresh_dsn: str, make_book: MakeBook, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 12 / project_locked from the status command: repair refuses (exit 3), records nothing."""
+    book = make_book("book-1")
+    write(book, hello(), spend(2, 1000))
+    cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))
+    command = _status_script(tmp_path, {"error": "project_locked"}, exit_code=12)
+    code, _, err = cli(capsys, "--dsn", fresh_dsn, "repair", str(book), "--status-command", command)
+    assert code == 3
+    assert "engine is live" in err
+    run = show_json(capsys, fresh_dsn, book)["books"][0]["runs"][0]
+    assert run["settled_micro_usd"] is None
+
+
+def test_repair_refuses_nonsense_from_the_status_command(
+    fresh_dsn: str, make_book: MakeBook, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A status with money that is not an integer, or a failing command, is refused (exit 1)."""
+    book = make_book("book-1")
+    write(book, hello())
+    cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))
+    bad = {"book_id": "book-1", "money": {"committed_micro_usd": "12"}, "finished": None}
+    code, _, err = cli(
+        capsys,
+        "--dsn",
+        fresh_dsn,
+        "repair",
+        str(book),
+        "--status-command",
+        _status_script(tmp_path, bad),
+    )
+    assert code == 1
+    assert "money" in err
+    failing = _status_script(tmp_path, {}, exit_code=1)
+    code, _, err = cli(capsys, "--dsn", fresh_dsn, "repair", str(book), "--status-command", failing)
+    assert code == 1
+    assert "exited 1" in err
+
+
+def test_migrate_and_schema_checks(
+    empty_dsn: str, capsys: pytest.CaptureFixture[str], make_book: MakeBook
+) -> None:
+    """A command on an unmigrated database asks for `migrate`; a newer schema is refused."""
+    book = make_book("book-1")
+    code, _, err = cli(capsys, "--dsn", empty_dsn, "sweep", str(book))
+    assert code == 1
+    assert "platform-ingest migrate" in err
+    assert cli(capsys, "--dsn", empty_dsn, "migrate")[:2] == (0, "schema version 0 -> 1\n")
+    assert cli(capsys, "--dsn", empty_dsn, "migrate")[:2] == (
+        0,
+        "schema version 1: nothing to do\n",
+    )
+    with psycopg.connect(empty_dsn, autocommit=True) as sql:
+        sql.execute("INSERT INTO ingest_schema_version (version) VALUES (99)")
+    for command in (["migrate"], ["show", "--json"]):
+        code, _, err = cli(capsys, "--dsn", empty_dsn, *command)
+        assert code == 1
+        assert "newer than this platform_ingest" in err
+
+
+def test_embedded_postgres_is_started_and_stopped_by_the_command(
+    tmp_path: Path, make_book: MakeBook, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no DSN, an embedded Postgres is started, migrated and stopped by the command."""
+    monkeypatch.delenv("PLATFORM_INGEST_DSN", raising=False)
+    book = make_book("book-1")
+    write(book, hello(), unit_done(2, "u-1", 0))
+    data_dir = tmp_path / "state"
+    command = [sys.executable, "-m", "platform_ingest._cli", "--data-dir", str(data_dir)]
+    environment = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    environment.pop("PLATFORM_INGEST_DSN", None)
+    swept = subprocess.run(
+        [*command, "sweep", "--auto", str(book)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+    assert swept.returncode == 0, swept.stderr
+    assert not (data_dir / "postgres" / "postmaster.pid").exists()  # stopped on exit
+    shown = subprocess.run(
+        [*command, "show", "--json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    (book_state,) = json.loads(shown.stdout)["books"]
+    assert book_state["runs"][0]["units"] == ["u-1"]
+
+
+def test_a_symlink_escaping_the_roots_is_refused(
+    fresh_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A book directory, or a journal, that resolves outside the roots is refused before reading."""
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    (outside / "book-x").mkdir(parents=True)
+    write(outside / "book-x", hello(book="book-x"))
+    root.mkdir()
+    (root / "book-x").symlink_to(outside / "book-x")
+    code, _, err = cli(
+        capsys, "--dsn", fresh_dsn, "sweep", "--auto", "--root", str(root), str(root / "book-x")
+    )
+    assert code == 2
+    assert "outside the allowed roots" in err
+    inside = root / "book-y"
+    inside.mkdir()
+    (inside / "events.jsonl").symlink_to(outside / "book-x" / "events.jsonl")
+    code, _, err = cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(inside))
+    assert code == 2
+    assert "outside the allowed roots" in err
+    assert show_json(capsys, fresh_dsn)["books"] == []
+
+
+def _engine_events() -> str:
+    """The engine's command, installed next to this interpreter with the project."""
+    found = Path(sys.executable).with_name("engine-events")
+    return str(found) if found.exists() else shutil.which("engine-events") or "engine-events"
+
+
+def test_against_the_engine_reference_demo(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine's demo journals are applied: ceiling pauses, resume completes, repair settles."""
+    book = make_book("book-demo")
+    demo = [_engine_events(), "demo", str(book), "--units", "3", "--stages", "a,b"]
+    cost = ["--unit-cost-micro-usd", "100"]
+    first = subprocess.run(
+        [*demo, *cost, "--ceiling-micro-usd", "250"], check=False, capture_output=True, timeout=120
+    )
+    assert first.returncode == 4, first.stderr
+    assert cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))[0] == 0
+    run = show_json(capsys, fresh_dsn, book)["books"][0]["runs"][0]
+    assert (run["state"], run["reason"]) == ("paused", "ceiling")
+    second = subprocess.run([*demo, *cost], check=False, capture_output=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))[0] == 0
+    status_command = f"{_engine_events()} status"
+    code, out, err = cli(
+        capsys, "--dsn", fresh_dsn, "repair", str(book), "--status-command", status_command
+    )
+    assert code == 0, err
+    (run,) = show_json(capsys, fresh_dsn, book)["books"][0]["runs"]
+    assert (run["state"], run["outcome"]) == ("completed", "completed")
+    assert [a["state"] for a in run["attempts"]] == ["finished", "finished"]
+    assert len(run["units"]) == 3
+    assert run["settled_micro_usd"] == json.loads(out)["settled_micro_usd"]
+    assert run["settled_micro_usd"] == run["committed_micro_usd"] > 0
+
+
+def test_repair_refused_while_the_engine_demo_is_live(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """While the engine's demo holds the book's lock, repair through its real status is refused."""
+    book = make_book("book-live")
+    engine = subprocess.Popen(
+        [_engine_events(), "demo", str(book), "--units", "50", "--pace-ms", "100"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (book / "events.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status_command = f"{_engine_events()} status"
+        code, _, err = cli(
+            capsys, "--dsn", fresh_dsn, "repair", str(book), "--status-command", status_command
+        )
+        assert code == 3, err
+    finally:
+        engine.terminate()
+        engine.wait(timeout=60)
+
+
+def test_an_unreadable_journal_fails_the_pass_not_the_command(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A journal that cannot be read is a typed failure (exit 1); other books are still swept."""
+    broken = make_book("book-broken")
+    (broken / "events.jsonl").mkdir()
+    fine = make_book("book-fine")
+    write(fine, hello(book="book-fine"), spend(2, 10))
+    code, out, err = cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(broken), str(fine))
+    assert code == 1
+    assert "could not be read" in err
+    assert "book-fine: 2 lines applied" in out

@@ -1,0 +1,263 @@
+"""Every SQL statement is listed in `_sql`, each one's plan avoids full scans of growing tables, and
+nothing unlisted ever runs."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from platform_journals import RUN_A, RUN_B, dsn_for, hello, spend, sweep, unit_done, write
+from psycopg.types.json import Jsonb
+
+import platform_ingest
+from platform_ingest import Database, _sql, migrate
+from platform_ingest._db import set_statement_hook
+from platform_ingest._operate import name_stream, release_attempt
+from platform_ingest._repair import repair_book
+from platform_ingest._schema import require_current
+from platform_ingest._show import show_state
+
+pytestmark = pytest.mark.postgres
+
+VECTORS = Path(__file__).resolve().parent.parent / "vectors"
+GROWING_TABLES = {"books", "runs", "attempts", "line_hashes", "run_units"}
+SHA = hashlib.sha256(b"x").digest()
+
+# Representative parameters for EXPLAIN, one entry per listed query (a new statement must add one).
+EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
+    "schema_table_exists": (),
+    "schema_lock": (1,),
+    "schema_version_read": (),
+    "schema_version_record": (9,),
+    "book_insert": ("book-00042", "/books/book-00042"),
+    "book_select": ("book-00042",),
+    "book_select_by_path": ("/books/book-00042",),
+    "book_lock": (1,),
+    "book_unlock": (1,),
+    "book_scan_advance": (10, 5, SHA, "1:2", "s", "auto", None, None, None, None, "book-00042", 0),
+    "book_scan_reset": ("book-00042",),
+    "books_page": ("book-00042", 500),
+    "books_by_id": (["book-00042", "book-00043"],),
+    "run_insert": ("book-00042",),
+    "runs_of_book": ("book-00042",),
+    "run_current_lock": ("book-00042",),
+    "runs_lock": ([42, 43],),
+    "run_update": ("running", None, None, None, None, None, 5, None, None, Jsonb({}), 42),
+    "runs_of_books": (["book-00042", "book-00043"],),
+    "attempt_insert": ("book-00042", 42, "stream-new", "pending"),
+    "attempts_of_book": ("book-00042",),
+    "attempt_by_stream_lock": ("book-00042", "stream-00042"),
+    "attempts_lock": ([42, 43],),
+    "attempt_advance": (
+        "active",
+        8,
+        SHA,
+        100,
+        10,
+        "1:2",
+        1,
+        "1.3",
+        "c1",
+        None,
+        None,
+        None,
+        None,
+        "t",
+        True,
+        42,
+        7,
+    ),
+    "attempt_release": ("active", 42, "quarantined"),
+    "attempts_of_runs": ([42, 43],),
+    "line_hashes_insert": ([42, 42], [900001, 900002], [SHA, SHA]),
+    "line_hashes_window": (42, 10, 4106),
+    "units_insert": ([42], ["u-x"], [1], [42], [3]),
+    "units_of_runs": ([42, 43],),
+}
+
+
+@pytest.fixture(scope="module")
+def filled(pg_admin_dsn: str, pg_template: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """The schema with enough rows that the planner would pick an index over a full scan."""
+    name = f"ingest_plans_{os.getpid()}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    with psycopg.connect(dsn_for(pg_admin_dsn, name), autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO books (book_id, path) SELECT 'book-' || lpad(n::text, 5, '0'),"
+            " '/books/book-' || lpad(n::text, 5, '0') FROM generate_series(1, 5000) n"
+        )
+        connection.execute(
+            "INSERT INTO runs (book_id, state) SELECT 'book-' || lpad((1 + n % 5000)::text, 5,"
+            " '0'), 'running' FROM generate_series(1, 10000) n"
+        )
+        connection.execute(
+            "INSERT INTO attempts (book_id, run_id, engine_run_id, state) SELECT"
+            " r.book_id, r.run_id, 'stream-' || lpad(r.run_id::text, 5, '0'), 'active'"
+            " FROM runs r"
+        )
+        connection.execute(
+            "INSERT INTO line_hashes SELECT a, s, '\\x00'::bytea FROM generate_series(1, 400) a,"
+            " generate_series(1, 500) s"
+        )
+        connection.execute(
+            "INSERT INTO run_units (run_id, unit, unit_index, attempt_id, seq) SELECT"
+            " 1 + n % 10000, 'u-' || n, n, 1, n FROM generate_series(1, 50000) n"
+        )
+        connection.execute("ANALYZE")
+        yield connection
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _scans(plan: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
+    yield plan["Node Type"], plan.get("Relation Name")
+    for child in plan.get("Plans", []):
+        yield from _scans(child)
+
+
+def test_every_query_has_explain_parameters() -> None:
+    """The plan check covers every listed query, and only listed ones."""
+    queries = {statement.name for statement in _sql.STATEMENTS if statement.kind == "query"}
+    assert queries == set(EXPLAIN_PARAMS)
+    names = [statement.name for statement in _sql.STATEMENTS]
+    assert len(names) == len(set(names)), "two statements share a name"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [statement for statement in _sql.STATEMENTS if statement.kind == "query"],
+    ids=lambda statement: statement.name,
+)
+def test_query_plan_scans_no_growing_table_in_full(
+    statement: _sql.Statement, filled: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """EXPLAIN on a filled database: no sequential scan of a table that grows with books or events."""
+    row = filled.execute(
+        f"EXPLAIN (FORMAT JSON) {statement.text}", EXPLAIN_PARAMS[statement.name]
+    ).fetchone()
+    assert row is not None
+    explained: Any = row[0]
+    plan = explained[0]["Plan"]
+    full_scans = [
+        relation
+        for node, relation in _scans(plan)
+        if node == "Seq Scan" and relation in GROWING_TABLES
+    ]
+    assert full_scans == [], json.dumps(plan, indent=1)
+
+
+def test_plan_check_sees_a_full_scan(filled: psycopg.Connection[tuple[object, ...]]) -> None:
+    """The check can fail: a lookup by an unindexed column shows as a Seq Scan of its table."""
+    row = filled.execute(
+        "EXPLAIN (FORMAT JSON) SELECT seq FROM line_hashes WHERE sha256 = %s", (SHA,)
+    ).fetchone()
+    assert row is not None
+    explained: Any = row[0]
+    assert ("Seq Scan", "line_hashes") in set(_scans(explained[0]["Plan"]))
+
+
+def test_only_the_execute_helper_talks_to_the_driver() -> None:
+    """Only `_db` talks to the driver: every statement passes the helper that refuses unlisted text."""
+    package = Path(platform_ingest.__file__).parent
+    offenders = []
+    for path in sorted(package.glob("*.py")):
+        if path.name == "_db.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"executemany", "cursor", "pipeline"}
+            ):
+                offenders.append(f"{path.name}:{node.lineno}")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "execute"
+                and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "db")
+                and not (
+                    isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "db"
+                )
+            ):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []
+
+
+def test_unlisted_text_is_refused(db: Database) -> None:
+    """The execute helper refuses a statement whose text is not in the list."""
+    rogue = _sql.Statement("rogue", "SELECT 1")
+    with pytest.raises(platform_ingest.IngestError, match="not in the listed statements"):
+        db.execute(rogue)
+
+
+def _fake_status(tmp_path: Path, status: dict[str, Any]) -> str:
+    script = tmp_path / "fake_status.py"
+    script.write_text(f"import json, sys\nprint(json.dumps({status!r}))\n")
+    return f"{sys.executable} {script}"
+
+
+def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
+    empty_dsn: str, tmp_path: Path, make_book: Callable[[str], Path]
+) -> None:
+    """A full workload runs only listed statements, and uses every listed statement."""
+    seen: set[str] = set()
+
+    def record(statement: _sql.Statement) -> None:
+        assert statement.text in _sql.LISTED_TEXTS
+        seen.add(statement.name)
+
+    set_statement_hook(record)
+    db = Database(empty_dsn)
+    try:
+        migrate(db)
+        require_current(db)
+        book = make_book("book-vectors")
+        for index, entry in enumerate(json.loads((VECTORS / "journals.json").read_text())):
+            shutil.copy(VECTORS / entry["file"], book / "events.jsonl")
+            sweep(db, book)
+            sweep(db, book)
+            if index == 0:
+                db.execute(_sql.BOOK_SCAN_RESET, ("book-vectors",))
+        named = make_book("book-named")
+        name_stream(db, str(named), RUN_A)
+        write(named, hello(RUN_A, book="book-named"), spend(2, "bad"), hello(RUN_B, "book-named"))
+        sweep(db, named, auto=False)
+        release_attempt(db, str(named), RUN_A)
+        write(
+            named,
+            hello(RUN_A, book="book-named"),
+            spend(2, 5),
+            unit_done(3, "u-1", 0),
+            hello(RUN_B, "book-named"),
+        )
+        sweep(db, named, auto=False)
+        status = {
+            "book_id": "book-named",
+            "engine_run_id": RUN_A,
+            "streams": [{"engine_run_id": RUN_A, "last_seq": 2, "projected_seq": 2}],
+            "journal": "ok",
+            "progress": {},
+            "money": {"committed_micro_usd": 7},
+            "ceiling": None,
+            "finished": None,
+        }
+        repair_book(db, str(named), status_command=_fake_status(tmp_path, status))
+        show_state(db)
+        show_state(db, [str(named)])
+    finally:
+        set_statement_hook(None)
+        db.close()
+    listed = {statement.name for statement in _sql.STATEMENTS}
+    assert seen <= listed
+    assert listed - seen == set(), "listed statements no workload uses"
