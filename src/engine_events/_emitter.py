@@ -162,13 +162,22 @@ class Emitter:
         try:
             yield self._conn
         except BaseException:
-            try:
-                self._conn.rollback()
-            except sqlite3.Error as rollback_error:
-                log.error("rollback failed after an error in the transaction: %s", rollback_error)
+            self._rollback_quietly()
             raise
-        self._conn.commit()  # durable: the connection was checked for WAL + synchronous=FULL
+        try:
+            self._conn.commit()  # durable: the connection was checked for WAL + synchronous=FULL
+        except sqlite3.Error:
+            # Not committed (SQLITE_BUSY, SQLITE_FULL, ...): nothing of it may reach the journal.
+            self._rollback_quietly()
+            raise
         self.flush()
+
+    def _rollback_quietly(self) -> None:
+        """Roll back after a first error; a failed rollback is logged, never raised over it."""
+        try:
+            self._conn.rollback()
+        except sqlite3.Error as rollback_error:
+            log.error("rollback failed after an error in the transaction: %s", rollback_error)
 
     def flush(self) -> None:
         """Project the committed rows not yet in the journal. Call it after every commit.

@@ -300,3 +300,21 @@ def test_lines_already_at_the_end_are_not_appended_twice(book_dir: Path) -> None
     seqs = [line["seq"] for line in journal_lines(book_dir)]
     assert seqs == [1, 2, 3, 1]
     conn.close()
+
+
+def test_a_commit_that_fails_projects_nothing(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """When COMMIT itself fails (a deferred constraint), the events are gone with the transaction."""
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    conn.execute(
+        "CREATE TABLE child (parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)"
+    )
+    with Emitter.open(conn, book_dir) as emitter:
+        with pytest.raises(sqlite3.IntegrityError), emitter.transaction():
+            conn.execute("INSERT INTO child (parent_id) VALUES (42)")
+            emitter.emit(Spend(committed_micro_usd=9))
+        assert not conn.in_transaction
+        with emitter.transaction():
+            assert emitter.emit(Spend(committed_micro_usd=10)) == 2
+    lines = journal_lines(book_dir)
+    assert [(line["seq"], line["data"]) for line in lines[1:]] == [(2, {"committed_micro_usd": 10})]
