@@ -4,6 +4,7 @@
 
     migrate                                  bring the schema to this version
     sweep BOOK_DIR... [--auto] [--root DIR]  one pass over each book, then exit
+    run ROOT... [--auto] [--metrics-port P]  the worker: every book under the roots, until SIGTERM
     name BOOK_DIR ENGINE_RUN_ID [--new-run]  name a stream for the book's current (or a new) run
     show [BOOK_DIR...] [--json]              state of books, runs, attempts
     release BOOK_DIR ENGINE_RUN_ID           lift a quarantine after looking
@@ -24,6 +25,7 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,11 +35,13 @@ import orjson
 from ._books import register_book
 from ._db import Database
 from ._embedded import embedded_postgres
+from ._logs import use_json_logs
 from ._operate import name_stream, release_attempt
 from ._pass import BookPass, Mode
 from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
 from ._schema import migrate, require_current
 from ._show import render_text, show_state
+from ._worker import Worker, WorkerSettings
 from .errors import ConfigError, EngineLive, IngestError, NotFound
 
 logger = logging.getLogger("platform_ingest")
@@ -46,6 +50,13 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ENGINE_LIVE = 3
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,6 +96,44 @@ def _parser() -> argparse.ArgumentParser:
         help="refuse a book that resolves outside this directory (repeatable)",
     )
     sweep.add_argument("--json", action="store_true", help="print one JSON report per book")
+
+    run = commands.add_parser(
+        "run", help="the worker: tail every book directory under the roots until SIGTERM"
+    )
+    run.add_argument("roots", nargs="+", type=Path, metavar="ROOT")
+    run.add_argument(
+        "--auto", action="store_true", help="every new stream starts an attempt (no naming)"
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="serve Prometheus metrics on this port (0: any free port, logged)",
+    )
+    run.add_argument(
+        "--safety-pass-s",
+        type=_positive_float,
+        default=15.0,
+        metavar="S",
+        help="the safety net: every S seconds, measure lag and pass every book behind (default 15)",
+    )
+    run.add_argument(
+        "--membership-s",
+        type=_positive_float,
+        default=1.0,
+        metavar="S",
+        help="how often the live workers are looked up; bounds takeover after a worker dies "
+        "(default 1)",
+    )
+
+    run.add_argument(
+        "--worker-id",
+        default=None,
+        metavar="ID",
+        help="this worker's name in logs, metrics and pg_stat_activity (default: random); "
+        "unique among the workers of a database",
+    )
 
     name = commands.add_parser("name", help="name a stream for the book's current run")
     name.add_argument("book_dir", metavar="BOOK_DIR")
@@ -176,7 +225,39 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
     return failed
 
 
+def _worker(args: argparse.Namespace) -> int:
+    """`run`: the worker, until SIGTERM or SIGINT (then exit 0)."""
+    level = logging.DEBUG if args.verbose >= 2 else logging.INFO
+    use_json_logs(level)
+    with _database(args) as db:
+        dsn = db.dsn
+        db.close()
+        worker = Worker(
+            dsn,
+            WorkerSettings(
+                roots=args.roots,
+                mode="auto" if args.auto else "named",
+                survey_interval_s=args.safety_pass_s,
+                membership_interval_s=args.membership_s,
+                metrics_port=args.metrics_port,
+            ),
+            worker_id=args.worker_id,
+        )
+
+        def stop(signum: int, _frame: object) -> None:
+            worker.request_stop()
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            return worker.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return _worker(args)
     with _database(args) as db:
         if args.command == "migrate":
             before, after = migrate(db)

@@ -42,6 +42,11 @@ class DatabaseSettings:
     reconnect_attempts_max: int = 40
     reconnect_wait_s: float = 0.25
     reconnect_wait_max_s: float = 2.0
+    tcp_keepalive_idle_s: int = 10
+    """A client that vanished (host down, network cut) is noticed by the server after about
+    `idle + interval * count` seconds; its session, and the worker's share of books, ends then."""
+    tcp_keepalive_interval_s: int = 5
+    tcp_keepalive_count: int = 3
 
 
 _statement_hook: StatementHook | None = None
@@ -71,9 +76,17 @@ def _translated() -> Iterator[None]:
 class Database:
     """One connection (autocommit; writes go through `transaction()`), made on first use."""
 
-    def __init__(self, dsn: str, settings: DatabaseSettings | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        settings: DatabaseSettings | None = None,
+        *,
+        application_name: str = "platform-ingest",
+    ) -> None:
         self.dsn = dsn
         self.settings = settings or DatabaseSettings()
+        self.application_name = application_name
+        """Shown in `pg_stat_activity`; a worker's session announces the worker by it."""
         self._connection: psycopg.Connection[Any] | None = None
 
     def _connect(self) -> psycopg.Connection[Any]:
@@ -82,6 +95,9 @@ class Database:
             f"-c statement_timeout={settings.statement_timeout_ms}"
             f" -c lock_timeout={settings.lock_timeout_ms}"
             f" -c idle_in_transaction_session_timeout={settings.idle_in_transaction_timeout_ms}"
+            f" -c tcp_keepalives_idle={settings.tcp_keepalive_idle_s}"
+            f" -c tcp_keepalives_interval={settings.tcp_keepalive_interval_s}"
+            f" -c tcp_keepalives_count={settings.tcp_keepalive_count}"
         )
         with _translated():
             return psycopg.connect(
@@ -89,7 +105,11 @@ class Database:
                 autocommit=True,
                 connect_timeout=settings.connect_timeout_s,
                 options=options,
-                application_name="platform-ingest",
+                application_name=self.application_name,
+                keepalives=1,
+                keepalives_idle=settings.tcp_keepalive_idle_s,
+                keepalives_interval=settings.tcp_keepalive_interval_s,
+                keepalives_count=settings.tcp_keepalive_count,
             )
 
     @property
@@ -112,6 +132,12 @@ class Database:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+    def connect_once(self) -> None:
+        """Drop the connection and try once to make a new one (bounded by `connect_timeout_s`);
+        `DatabaseUnavailable` when the server is still away. The caller owns the waiting."""
+        self.close()
+        self._connection = self._connect()
 
     def reconnect(self) -> None:
         """Drop the connection and make a new one, waiting (bounded) while the server is away."""

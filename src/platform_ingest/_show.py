@@ -4,22 +4,26 @@
       "refusal", "outcome", "exit_code", "committed_micro_usd", "shortfall_micro_usd",
       "settled_micro_usd", "units": [...], "progress": {phase: {"done", "total"}},
       "attempts": [{"engine_run_id", "state", "last_seq",
-                    "error": null | {"kind", "seq", "offset", "detail"}}]}]}]}
+                    "error": null | {"kind", "seq", "offset", "detail"}}]}],
+      "lag": {"bytes", "lines", "lines_exact", "last_applied_at"}}]}
 
 Runs oldest first, attempts in stream order (attempts named but not yet seen last). The book's
 `error` (an addition to the contract's keys) is a problem that belongs to no stream: a line before
-any hello in the journal.
+any hello in the journal. The book's `lag` (an addition too, `_lag`) is measured against the real
+head of its journal: bytes and complete lines past the cursor, and the age of the last applied line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from . import _sql
 from ._books import find_book
 from ._cursor import ProblemRecord
 from ._db import Database, Row
+from ._lag import lag_of_books
 
 BOOKS_PAGE_ROWS = 500
 """Books are listed in pages of this many (an index range scan, never the whole table at once)."""
@@ -95,15 +99,22 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
                     "error": _error(row),
                 }
             )
+    lags = lag_of_books(db, books)
     return [
         {
             "book_id": book["book_id"],
             "path": book["path"],
             "error": _error(book),
             "runs": runs_by_book[book["book_id"]],
+            "lag": lags[book["book_id"]].as_json(),
         }
         for book in books
     ]
+
+
+def _age(applied_at: str) -> str:
+    seconds = (datetime.now(UTC) - datetime.fromisoformat(applied_at)).total_seconds()
+    return f"{max(0.0, seconds):.0f} s ago ({applied_at})"
 
 
 def render_text(state: dict[str, Any]) -> str:
@@ -111,6 +122,13 @@ def render_text(state: dict[str, Any]) -> str:
     lines: list[str] = []
     for book in state["books"]:
         lines.append(f"book {book['book_id']}  {book['path']}")
+        lag = book.get("lag")
+        if lag is not None:
+            applied = lag["last_applied_at"]
+            age = "never applied" if applied is None else f"last applied {_age(applied)}"
+            lines.append(
+                f"  lag: {lag['lines']} lines, {lag['bytes']} bytes past the cursor; {age}"
+            )
         if book["error"] is not None:
             error = book["error"]
             lines.append(

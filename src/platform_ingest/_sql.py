@@ -291,6 +291,26 @@ UNITS_OF_RUNS = _q(
        ORDER BY run_id, unit_index, attempt_id, seq""",
 )
 
+# --- workers and lag ------------------------------------------------------------------------
+
+# The live workers of this database: a worker announces itself by its session's application name
+# (`platform-ingest worker <worker id> <roots digest>`), so it is live exactly as long as its
+# connection, and a worker that dies leaves the list when its session ends.
+WORKERS_LIVE = _q(
+    "workers_live",
+    """SELECT pid, application_name FROM pg_stat_activity
+       WHERE datname = current_database() AND application_name LIKE 'platform-ingest worker %%'
+       ORDER BY pid""",
+)
+# What lag needs of every attempt of some books: where a live attempt's reading stands, and when a
+# line of the book was last applied (with the server's clock, so the age needs no other clock).
+ATTEMPTS_LAG_OF_BOOKS = _q(
+    "attempts_lag_of_books",
+    """SELECT book_id, state, hint_offset, hint_file, last_applied_at,
+         statement_timestamp() AS now
+       FROM attempts WHERE book_id = ANY(%s) ORDER BY book_id, attempt_id""",
+)
+
 
 def _collect() -> tuple[Statement, ...]:
     found: list[Statement] = [value for value in globals().values() if isinstance(value, Statement)]

@@ -66,7 +66,7 @@ def test_show_json_has_exactly_the_contract_shape(
     assert cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))[0] == 0
     state = show_json(capsys, fresh_dsn, book)
     (shown,) = state["books"]
-    assert set(shown) == {"book_id", "path", "runs", "error"}
+    assert set(shown) == {"book_id", "path", "runs", "error", "lag"}
     assert (shown["book_id"], shown["path"], shown["error"]) == (
         "book-1",
         str(book.resolve()),

@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 import platform_ingest
 from platform_ingest import Database, _sql, migrate
 from platform_ingest._db import set_statement_hook
+from platform_ingest._membership import live_workers
 from platform_ingest._operate import name_stream, release_attempt
 from platform_ingest._repair import repair_book
 from platform_ingest._schema import require_current
@@ -82,6 +83,8 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "line_hashes_window": (42, 10, 4106),
     "units_insert": ([42], ["u-x"], [1], [42], [3]),
     "units_of_runs": ([42, 43],),
+    "workers_live": (),
+    "attempts_lag_of_books": (["book-00042", "book-00043"],),
 }
 
 
@@ -255,6 +258,7 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         repair_book(db, str(named), status_command=_fake_status(tmp_path, status))
         show_state(db)
         show_state(db, [str(named)])
+        live_workers(db)
     finally:
         set_statement_hook(None)
         db.close()

@@ -1,0 +1,86 @@
+"""Several workers share books through Postgres, with no coordinator of their own.
+
+A worker announces itself by the application name of its Postgres session:
+`platform-ingest worker <worker id> <roots digest>` (the digest names the set of roots it was
+started with). It is live exactly as long as that session: a worker that exits, is killed or loses
+its host leaves `pg_stat_activity` when Postgres ends its session (at once for a process that died
+on the server's host or closed its socket; after the TCP keepalive probes, 10 + 3 x 5 = 25 s by
+default, for a host that vanished). Nothing per book is held in Postgres, so 10,000 books cost no
+lock-table entries.
+
+Who works a book: among the live workers with the same roots digest, the one with the highest
+rendezvous score `sha256(worker id, book id)` (highest random weight hashing). Every worker
+computes the same answer from the same list, so the books split evenly, and when a worker comes or
+goes only the books it gains or loses move. Each worker looks at the list every
+`membership_interval_s`; a dead worker's books are therefore worked again within that interval
+after its session ends.
+
+During a change two workers may briefly both think a book is theirs (one saw the new list, the
+other not yet). That is harmless: each pass holds the book's advisory lock (the other skips it and
+tries again shortly), and even two passes that met would apply each line once (the cursor's
+compare-and-set). Workers started with different roots form separate groups; a book seen by two
+groups is worked by one worker of each, again only wasted effort, never a lost or doubled effect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _sql
+from ._db import Database
+
+APPLICATION_PREFIX = "platform-ingest worker "
+
+
+def new_worker_id() -> str:
+    """A fresh worker id: short, random, safe to log."""
+    return "w-" + secrets.token_hex(4)
+
+
+def roots_digest(roots: Sequence[Path]) -> str:
+    """The digest of a set of roots (their real paths, order and repeats ignored)."""
+    texts = sorted({os.fspath(root.resolve()) for root in roots})
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:10]
+
+
+def application_name(worker_id: str, digest: str) -> str:
+    """The session's application name (Postgres keeps 63 bytes; this is 35)."""
+    return f"{APPLICATION_PREFIX}{worker_id} {digest}"
+
+
+@dataclass(frozen=True)
+class Peer:
+    worker_id: str
+    digest: str
+    pid: int
+
+
+def live_workers(db: Database) -> list[Peer]:
+    """Every worker with a session on this database, in backend pid order."""
+    peers: list[Peer] = []
+    for row in db.fetch_all(_sql.WORKERS_LIVE):
+        parts = str(row["application_name"])[len(APPLICATION_PREFIX) :].split()
+        if len(parts) == 2:
+            peers.append(Peer(parts[0], parts[1], int(row["pid"])))
+    return peers
+
+
+def _score(worker_id: str, book_id: str) -> bytes:
+    return hashlib.sha256(f"{worker_id}\0{book_id}".encode()).digest()[:8]
+
+
+def owner_of(book_id: str, worker_ids: Iterable[str]) -> str:
+    """The worker (among `worker_ids`, not empty) that works `book_id`."""
+    return max(worker_ids, key=lambda worker_id: (_score(worker_id, book_id), worker_id))
+
+
+def group(peers: Iterable[Peer], worker_id: str, digest: str) -> tuple[str, ...]:
+    """The worker ids sharing books with this worker (itself always included), sorted."""
+    ids = {peer.worker_id for peer in peers if peer.digest == digest}
+    ids.add(worker_id)
+    return tuple(sorted(ids))

@@ -1,0 +1,122 @@
+"""The worker's metrics, in the Prometheus text format (`run --metrics-port P`).
+
+No series is per book: a worker tailing 10,000 books exposes the same few dozen series as one
+tailing three. Lag is aggregated over the books the worker works (sum, max, how many are behind);
+an operator looking for WHICH book lags runs `platform-ingest show --json` (its `lag` per book).
+
+    platform_ingest_lines_applied_total            lines committed to Postgres
+    platform_ingest_duplicates_total               lines met again and skipped (same bytes)
+    platform_ingest_passes_total{trigger}          passes by what woke them: notify, survey, retry, claim
+    platform_ingest_pass_failures_total{error}     passes that could not finish (Postgres away, journal unreadable)
+    platform_ingest_problems_total{kind}           stream problems met: payload_conflict, malformed, gap, foreign_stream_ahead, ...
+    platform_ingest_apply_seconds                  histogram: from a book's wake-up to the commit of its lines
+    platform_ingest_books{state}                   books seen under the roots: owned (worked here), shared (another worker's)
+    platform_ingest_workers                        live workers sharing this worker's roots (itself included)
+    platform_ingest_lag_bytes / _lag_lines         sum over owned books of what lies past the cursor
+    platform_ingest_lag_bytes_max                  the largest one book's lag
+    platform_ingest_books_behind                   owned books with complete lines past the cursor
+    platform_ingest_lag_age_seconds_max            among those, the longest time since a line was applied: a stuck book grows it
+    platform_ingest_database_up                    1 while the last statement succeeded
+    platform_ingest_database_errors_total{error}   unavailable or timeout
+    platform_ingest_watcher_up                     1 while change notification works (0: survey passes only)
+    platform_ingest_last_survey_timestamp_seconds  when the safety-net survey last completed
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+APPLY_SECONDS_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """One registry per worker (never the process-wide default one)."""
+
+    def __init__(self) -> None:
+        self.registry = registry = CollectorRegistry(auto_describe=True)
+        prefix = "platform_ingest_"
+        self.lines_applied = Counter(
+            prefix + "lines_applied", "Lines committed to Postgres", registry=registry
+        )
+        self.duplicates = Counter(
+            prefix + "duplicates", "Lines met again and skipped (same bytes)", registry=registry
+        )
+        self.passes = Counter(
+            prefix + "passes",
+            "Passes over a book, by what woke them",
+            ["trigger"],
+            registry=registry,
+        )
+        self.pass_failures = Counter(
+            prefix + "pass_failures", "Passes that could not finish", ["error"], registry=registry
+        )
+        self.problems = Counter(
+            prefix + "problems",
+            "Stream problems met (quarantines, gaps, parks), by kind",
+            ["kind"],
+            registry=registry,
+        )
+        self.apply_seconds = Histogram(
+            prefix + "apply_seconds",
+            "From a book's wake-up to the commit of its lines (passes that applied lines)",
+            buckets=APPLY_SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self.books = Gauge(
+            prefix + "books",
+            "Books seen under the roots, by who works them",
+            ["state"],
+            registry=registry,
+        )
+        self.workers = Gauge(
+            prefix + "workers", "Live workers sharing this worker's roots", registry=registry
+        )
+        self.lag_bytes = Gauge(
+            prefix + "lag_bytes",
+            "Bytes past the cursor, summed over owned books",
+            registry=registry,
+        )
+        self.lag_lines = Gauge(
+            prefix + "lag_lines",
+            "Complete lines past the cursor, summed over owned books",
+            registry=registry,
+        )
+        self.lag_bytes_max = Gauge(
+            prefix + "lag_bytes_max",
+            "The largest lag of one owned book, in bytes",
+            registry=registry,
+        )
+        self.books_behind = Gauge(
+            prefix + "books_behind",
+            "Owned books with complete lines past the cursor",
+            registry=registry,
+        )
+        self.lag_age_max = Gauge(
+            prefix + "lag_age_seconds_max",
+            "Among books behind, the longest time since one of their lines was applied",
+            registry=registry,
+        )
+        self.database_up = Gauge(
+            prefix + "database_up",
+            "1 while the last Postgres statement succeeded",
+            registry=registry,
+        )
+        self.database_errors = Counter(
+            prefix + "database_errors",
+            "Postgres unavailable or timing out",
+            ["error"],
+            registry=registry,
+        )
+        self.watcher_up = Gauge(
+            prefix + "watcher_up", "1 while file-change notification works", registry=registry
+        )
+        self.last_survey = Gauge(
+            prefix + "last_survey_timestamp_seconds",
+            "When the safety-net survey last completed (Unix time)",
+            registry=registry,
+        )
+
+    def serve(self, port: int, address: str = "0.0.0.0") -> int:
+        """Serve `/metrics` on `port` (0: any free port) from a daemon thread; the bound port."""
+        server, _thread = start_http_server(port, addr=address, registry=self.registry)
+        return int(server.server_port)
