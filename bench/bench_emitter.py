@@ -1,6 +1,6 @@
 """Emitter benchmarks, each against its physical floor measured in the same run.
 
-    python bench/bench_emitter.py [--events N] [--memory-events N] [--dir DIR]
+    python bench/bench_emitter.py [--events N] [--memory-events N] [--dir DIR] [--json]
 
 1. Durable per-event rate: one checkpoint transaction carrying one event, committed durably and
    projected with write+fsync, against the floor: a bare SQLite WAL commit with synchronous=FULL of a
@@ -9,11 +9,14 @@
 3. Memory: peak RSS of a process that projects 1,000,000 committed events (target: under 100 MB),
    measured in a fresh child process so that nothing else is counted.
 The directory should be on the disk the engine would use (default: a temporary directory).
+With --json the figures are printed as one JSON object on stdout (the prose goes to stderr), for
+`bench/run_all.py`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -102,8 +105,11 @@ def main() -> None:
     parser.add_argument("--batched-events", type=int, default=200_000)
     parser.add_argument("--memory-events", type=int, default=1_000_000)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
     parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    out = sys.stderr if args.json else sys.stdout
+    figures: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as name:
         work = Path(name)
         if args.memory_child is not None:
@@ -112,7 +118,8 @@ def main() -> None:
         line = b'{"seq":7,"type":"spend","time":"2026-11-30T02:08:57.213Z","data":{"committed_micro_usd":1250000}}\n'
         print(
             f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"SQLite {sqlite3.sqlite_version}"
+            f"SQLite {sqlite3.sqlite_version}",
+            file=out,
         )
         # Floor and project alternate in rounds, so that a disk or a neighbour slowing down for a
         # while weighs on both; the ratio is the median of the rounds' ratios.
@@ -127,12 +134,36 @@ def main() -> None:
         print(
             f"durable per-event rate : {single:10.0f} events/s   floor {floor:10.0f}/s   "
             f"ratio {statistics.median(ratios):.2f} (target >= 0.80; rounds: "
-            f"{', '.join(f'{r:.2f}' for r in ratios)})"
+            f"{', '.join(f'{r:.2f}' for r in ratios)})",
+            file=out,
+        )
+        figures.append(
+            {
+                "name": "durable per-event rate (one event per checkpoint transaction)",
+                "unit": "events/s",
+                "value": single,
+                "baseline_name": "floor: bare SQLite WAL+FULL commit, then bare write+fsync",
+                "baseline": floor,
+                "ratio": statistics.median(ratios),
+                "target": "ratio >= 0.80",
+            }
         )
         batched = emitter_rate(work, args.batched_events, 100)
         print(
             f"100 events/transaction : {batched:10.0f} events/s   floor {floor:10.0f}/s   "
-            f"ratio {batched / floor:.1f} (target >= 50,000 events/s)"
+            f"ratio {batched / floor:.1f} (target >= 50,000 events/s)",
+            file=out,
+        )
+        figures.append(
+            {
+                "name": "batched: 100 events per checkpoint transaction",
+                "unit": "events/s",
+                "value": batched,
+                "baseline_name": "the same floor (one durable event per commit)",
+                "baseline": floor,
+                "ratio": batched / floor,
+                "target": ">= 50,000 events/s",
+            }
         )
         child = subprocess.run(
             [
@@ -151,8 +182,23 @@ def main() -> None:
         print(
             f"project {int(events):,} committed events: {float(elapsed):.1f} s, "
             f"{int(size) / 2**20:.0f} MiB written, peak RSS {int(peak_kib) / 1024:.0f} MB "
-            f"(before projecting {int(before_kib) / 1024:.0f} MB; target < 100 MB)"
+            f"(before projecting {int(before_kib) / 1024:.0f} MB; target < 100 MB)",
+            file=out,
         )
+        figures.append(
+            {
+                "name": f"peak RSS projecting {int(events):,} committed events "
+                f"({int(size) / 2**20:.0f} MiB, {float(elapsed):.1f} s)",
+                "unit": "MB",
+                "value": int(peak_kib) / 1024,
+                "baseline_name": "RSS of the same process before projecting",
+                "baseline": int(before_kib) / 1024,
+                "ratio": int(peak_kib) / int(before_kib),
+                "target": "< 100 MB",
+            }
+        )
+    if args.json:
+        print(json.dumps({"bench": "emitter", "figures": figures}))
 
 
 if __name__ == "__main__":

@@ -98,6 +98,7 @@ class Emitter:
         book_path = Path(book_dir)
         owned_lock = lock is None
         held = BookLock(book_path) if lock is None else lock
+        journal = JournalFile(book_path, io or OsJournalIO())
         try:
             require_durable(conn)
             migrate(conn)
@@ -105,7 +106,7 @@ class Emitter:
                 conn,
                 book_path,
                 held,
-                JournalFile(book_path, io or OsJournalIO()),
+                journal,
                 on_journal_error=on_journal_error,
                 status_interval_s=status_interval_s,
             )
@@ -115,6 +116,7 @@ class Emitter:
                 engine_run_id or str(uuid.uuid4()), book_id or book_path.name, chunker_version
             )
         except BaseException:
+            journal.close()  # a failed start must not leave the journal's descriptor open
             if owned_lock:
                 held.close()
             raise

@@ -17,7 +17,7 @@ import orjson
 
 from . import _outbox, _sql
 from ._exit_codes import ExitCode
-from ._journal_file import JournalFile, OsJournalIO
+from ._journal_file import JournalFile, JournalIO, OsJournalIO
 from ._lock import BookLock
 from ._projection import Projector
 from ._schema import connect, require_durable, require_known_version
@@ -68,11 +68,14 @@ def read_status(conn: sqlite3.Connection) -> dict[str, Any]:
     }
 
 
-def repair(conn: sqlite3.Connection, book_dir: Path) -> None:
-    """Start-up recovery steps (1) and (2) over a stopped run; the caller holds the lock."""
+def repair(conn: sqlite3.Connection, book_dir: Path, *, io: JournalIO | None = None) -> None:
+    """Start-up recovery steps (1) and (2) over a stopped run; the caller holds the lock.
+
+    `io` is the journal's system calls (the real ones unless a test injects faults). A repair that
+    projected everything ends a degraded episode: the journal's state is recorded `ok` again."""
     if require_known_version(conn) == 0:
         return  # the emitter never ran here: there is no outbox to project
-    journal = JournalFile(book_dir, OsJournalIO())
+    journal = JournalFile(book_dir, io or OsJournalIO())
     try:
         journal.open()
         projector = Projector(conn, journal)
@@ -80,6 +83,17 @@ def repair(conn: sqlite3.Connection, book_dir: Path) -> None:
         projector.record_watermarks()
     finally:
         journal.close()
+    # Every committed row is in the journal now: a degraded episode is over, as an engine's next
+    # successful flush would have said.
+    row = conn.execute(_sql.JOURNAL_STATE_GET).fetchone()
+    if row is not None and row[0] == "degraded":
+        conn.execute(_sql.BEGIN_IMMEDIATE)
+        try:
+            conn.execute(_sql.JOURNAL_STATE_SET, {"state": "ok"})
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
 
 
 def command(book_dir: Path, *, database_name: str, repair_first: bool) -> int:

@@ -1,0 +1,260 @@
+"""Run every benchmark and write `docs/performance.md`.
+
+    python bench/run_all.py [--quick] [--dsn DSN] [--output docs/performance.md] [--no-big]
+
+Each benchmark measures the project and its floor (or a baseline) in the same run and reports the
+ratio; this runner collects their figures and writes one page: a table per benchmark (the project's
+figure, the floor or baseline, the ratio, the target), the machine it ran on, and how to rerun it.
+
+- `bench/bench_emitter.py --json` and `bench/bench_ingest.py --json` (and `--big`) print their
+  figures as JSON;
+- `bench/bench_worker.py`, when present, is run with the options its `--help` offers (`--json` if
+  it has it; otherwise its printed figures are kept as they are).
+
+`--quick` runs every benchmark at small sizes (a minute or two: a smoke run, not figures to quote).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+
+FULL = {
+    "emitter": [],
+    "ingest": [],
+    "ingest-big": ["--big"],
+}
+QUICK = {
+    "emitter": ["--events", "500", "--batched-events", "20000", "--memory-events", "100000"],
+    "ingest": ["--lines", "20000", "--naive-lines", "2000"],
+    "ingest-big": ["--big", "--big-bytes", "50000000"],
+}
+WORKER_QUICK = {
+    "--lines": "200",
+    "--books": "300",
+    "--idle-s": "5",
+    "--busy-books": "20",
+    "--busy-lines": "200",
+}
+
+
+@dataclass
+class Result:
+    title: str
+    command: list[str]
+    seconds: float = 0.0
+    figures: list[dict[str, Any]] = field(default_factory=list)
+    text: str = ""
+    error: str = ""
+
+
+def run(title: str, command: list[str], *, as_json: bool) -> Result:
+    result = Result(title, command)
+    print(f"== {title}: {' '.join(command)}", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, *command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    result.seconds = time.perf_counter() - started
+    sys.stderr.write(done.stderr if as_json else done.stdout)
+    if done.returncode != 0:
+        result.error = f"exit {done.returncode}: {done.stderr.strip()[-2000:]}"
+        return result
+    if as_json:
+        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "{}"
+        result.figures = json.loads(last).get("figures", [])
+        result.text = done.stderr
+    else:
+        result.text = done.stdout
+    return result
+
+
+def worker_command(quick: bool, dsn: str | None) -> tuple[list[str], bool] | None:
+    """The worker benchmark's command line, from the options its --help offers."""
+    script = BENCH / "bench_worker.py"
+    if not script.exists():
+        return None
+    helped = subprocess.run(
+        [sys.executable, str(script), "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    offered = set(re.findall(r"--[a-z][a-z0-9-]*", helped.stdout))
+    command = [str(script.relative_to(ROOT))]
+    as_json = "--json" in offered
+    if as_json:
+        command.append("--json")
+    if quick:
+        for option, value in WORKER_QUICK.items():
+            if option in offered:
+                command += [option, value]
+    if dsn and "--dsn" in offered:
+        command += ["--dsn", dsn]
+    return command, as_json
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = ""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        kib = int(meminfo.read_text().split()[1])
+        memory = f", {kib / 2**20:.0f} GiB RAM"
+    return (
+        f"{platform.system()} {platform.release()} on {platform.machine()}, {cpu}, "
+        f"{os.cpu_count()} cores{memory}; Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}"
+    )
+
+
+def _number(value: Any, unit: str = "") -> str:
+    if not isinstance(value, int | float):
+        return str(value)
+    if unit == "bytes" or (isinstance(value, int) and abs(value) >= 1000):
+        return f"{value:,.0f}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}"
+
+
+def render(results: list[Result], *, quick: bool, started: str, command: str) -> str:
+    lines = [
+        "# Performance",
+        "",
+        "Every figure below was measured in one run of `bench/run_all.py`, each beside its floor",
+        "(the bare system calls or server work it cannot beat) or a baseline (a naive design),",
+        "measured in the same run on the same machine; the ratio is the project's figure divided by",
+        "that floor or baseline. The test suite makes no timed assertion: speed is shown here.",
+        "",
+        f"- Run: {started} UTC{' (quick sizes: a smoke run, not figures to quote)' if quick else ''}",
+        f"- Machine: {machine()}",
+        f"- Command: `{command}`",
+        "",
+    ]
+    for result in results:
+        lines += [f"## {result.title}", ""]
+        lines += [f"`python {' '.join(result.command)}` — {result.seconds:.0f} s", ""]
+        if result.error:
+            lines += ["It did not complete:", "", "```text", result.error, "```", ""]
+            continue
+        if result.figures:
+            lines += [
+                "| figure | project | floor or baseline | ratio | target |",
+                "|---|---:|---|---:|---|",
+            ]
+            for item in result.figures:
+                unit = item.get("unit", "")
+                lines.append(
+                    f"| {item['name']} | {_number(item['value'], unit)} {unit} "
+                    f"| {_number(item['baseline'], unit)} {unit}: {item['baseline_name']} "
+                    f"| {_number(item.get('ratio'))} | {item.get('target', '')} |"
+                )
+            lines.append("")
+        elif result.text.strip():
+            lines += [
+                "Its figures, as it prints them:",
+                "",
+                "```text",
+                result.text.strip(),
+                "```",
+                "",
+            ]
+    lines += [
+        "## How to rerun",
+        "",
+        "```sh",
+        "python bench/run_all.py            # full sizes; rewrites docs/performance.md",
+        "python bench/run_all.py --quick    # small sizes, a minute or two",
+        "python bench/run_all.py --dsn postgresql://...   # a Postgres of yours instead of the",
+        "                                                 # embedded one (benchmarks that take --dsn)",
+        "```",
+        "",
+        "Each benchmark also runs alone (`python bench/bench_emitter.py --help`, ...). Run them on",
+        "an otherwise idle machine, with the temporary directory on the disk an engine would use.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--dsn", default=None, help="a Postgres to use instead of the embedded one")
+    parser.add_argument("--no-big", action="store_true", help="skip the ~1 GB journal pass")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "performance.md")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
+    dsn_args = ["--dsn", args.dsn] if args.dsn else []
+    results = [
+        run(
+            "Emitter: durable events against SQLite and fsync",
+            ["bench/bench_emitter.py", "--json", *sizes["emitter"]],
+            as_json=True,
+        ),
+        run(
+            "Tailer: one pass into Postgres",
+            ["bench/bench_ingest.py", "--json", *sizes["ingest"], *dsn_args],
+            as_json=True,
+        ),
+    ]
+    if not args.no_big:
+        results.append(
+            run(
+                "Tailer: a journal of about 1 GB" if not args.quick else "Tailer: a big journal",
+                ["bench/bench_ingest.py", "--json", *sizes["ingest-big"], *dsn_args],
+                as_json=True,
+            )
+        )
+    worker = worker_command(args.quick, args.dsn)
+    if worker is not None:
+        command, as_json = worker
+        results.append(run("Worker: `platform-ingest run`", command, as_json=as_json))
+    flags = " ".join(
+        [*(["--quick"] if args.quick else []), *(["--no-big"] if args.no_big else [])]
+        + (["--dsn DSN"] if args.dsn else [])
+    )
+    text = render(
+        results,
+        quick=args.quick,
+        started=started,
+        command=f"python bench/run_all.py {flags}".strip(),
+    )
+    args.output.write_text(text)
+    print(f"wrote {args.output}", file=sys.stderr)
+    if any(result.error for result in results):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
