@@ -162,7 +162,9 @@ MIGRATIONS: dict[int, tuple[Statement, ...]] = {
 
 BOOK_INSERT = _q(
     "book_insert",
-    "INSERT INTO books (book_id, path) VALUES (%s, %s) ON CONFLICT (book_id) DO NOTHING",
+    # No conflict target: two workers registering the same new book at once may meet on either
+    # unique index (book_id or path), and both mean "already registered".
+    "INSERT INTO books (book_id, path) VALUES (%s, %s) ON CONFLICT DO NOTHING",
 )
 BOOK_SELECT = _q("book_select", f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id = %s")
 BOOK_SELECT_BY_PATH = _q(

@@ -119,3 +119,28 @@ def test_a_book_held_by_one_worker_is_skipped_by_another(
     assert report.lines_applied == 2
     assert other_report[0].busy
     assert other_report[0].lines_applied == 0
+
+
+
+def test_two_workers_registering_the_same_new_books_at_once_both_succeed(
+    fresh_dsn: str, make_book: MakeBook
+) -> None:
+    """New books registered by two sessions at the same moment: neither fails on a unique index."""
+    books = [make_book(f"book-race-{index}") for index in range(60)]
+    barrier = threading.Barrier(2)
+
+    def register_all() -> list[str]:
+        database = Database(fresh_dsn)
+        try:
+            registered = []
+            for book in books:
+                barrier.wait(timeout=30)
+                registered.append(register_book(database, book).book_id)
+            return registered
+        finally:
+            database.close()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = [pool.submit(register_all) for _ in range(2)]
+        registered = [result.result(timeout=120) for result in results]
+    assert registered[0] == registered[1] == [book.name for book in books]
