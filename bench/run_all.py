@@ -78,6 +78,7 @@ def run(title: str, command: list[str], *, as_json: bool) -> Result:
     sys.stderr.write(done.stderr if as_json else done.stdout)
     if done.returncode != 0:
         result.error = f"exit {done.returncode}: {done.stderr.strip()[-2000:]}"
+        result.text = "" if as_json else done.stdout
         return result
     if as_json:
         last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "{}"
@@ -145,6 +146,11 @@ def _number(value: Any, unit: str = "") -> str:
     return f"{value:.2f}"
 
 
+def _ratio(value: Any) -> str:
+    """Three significant digits: a ratio of 0.005 must not print as 0.00."""
+    return f"{value:.3g}" if isinstance(value, int | float) else str(value)
+
+
 def render(results: list[Result], *, quick: bool, started: str, command: str) -> str:
     lines = [
         "# Performance",
@@ -164,6 +170,9 @@ def render(results: list[Result], *, quick: bool, started: str, command: str) ->
         lines += [f"`python {' '.join(result.command)}` — {result.seconds:.0f} s", ""]
         if result.error:
             lines += ["It did not complete:", "", "```text", result.error, "```", ""]
+            if result.text.strip():
+                lines += ["What it printed before it stopped:", "", "```text"]
+                lines += [result.text.strip(), "```", ""]
             continue
         if result.figures:
             lines += [
@@ -175,7 +184,7 @@ def render(results: list[Result], *, quick: bool, started: str, command: str) ->
                 lines.append(
                     f"| {item['name']} | {_number(item['value'], unit)} {unit} "
                     f"| {_number(item['baseline'], unit)} {unit}: {item['baseline_name']} "
-                    f"| {_number(item.get('ratio'))} | {item.get('target', '')} |"
+                    f"| {_ratio(item.get('ratio'))} | {item.get('target', '')} |"
                 )
             lines.append("")
         elif result.text.strip():

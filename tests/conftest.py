@@ -10,6 +10,13 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.register_profile(
+    "soak",  # between ci and thorough: a few minutes for the seam simulation
+    max_examples=400,
+    stateful_step_count=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
     "thorough",
     max_examples=2000,
     stateful_step_count=200,
