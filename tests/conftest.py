@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -41,3 +44,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Deselected, not skipped: a slow test is not counted as passing when it did not run.
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn() -> Iterator[str]:
+    """One Postgres server for the whole session: PLATFORM_INGEST_TEST_DSN's, or an embedded one.
+
+    The embedded server's data lives in a directory of its own, not under pytest's temporary
+    root, which another pytest session on the machine may prune while this one runs.
+    """
+    external = os.environ.get("PLATFORM_INGEST_TEST_DSN")
+    if external:
+        yield external
+        return
+    from platform_ingest._embedded import embedded_postgres
+
+    with (
+        tempfile.TemporaryDirectory(prefix="test-pg-") as directory,
+        embedded_postgres(Path(directory)) as dsn,
+    ):
+        yield dsn

@@ -11,7 +11,6 @@ import importlib.util
 import itertools
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +18,6 @@ import psycopg
 import pytest
 
 from platform_ingest import Database, migrate
-from platform_ingest._embedded import embedded_postgres
 
 
 def _register_helpers() -> None:
@@ -43,24 +41,6 @@ from platform_journals import dsn_for  # noqa: E402 - importable only once regis
 
 _TEMPLATE = f"ingest_template_{os.getpid()}"
 _numbers = itertools.count(1)
-
-
-@pytest.fixture(scope="session")
-def pg_admin_dsn() -> Iterator[str]:
-    """A Postgres server for the whole session: the environment's, or an embedded one.
-
-    The embedded server's data lives in a directory of its own, not under pytest's temporary
-    root, which another pytest session on the machine may prune while this one runs.
-    """
-    external = os.environ.get("PLATFORM_INGEST_TEST_DSN")
-    if external:
-        yield external
-        return
-    with (
-        tempfile.TemporaryDirectory(prefix="ingest-pg-") as directory,
-        embedded_postgres(Path(directory)) as dsn,
-    ):
-        yield dsn
 
 
 @pytest.fixture(scope="session")

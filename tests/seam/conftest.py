@@ -14,7 +14,6 @@ import importlib.util
 import itertools
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,6 @@ import psycopg
 import pytest
 
 from platform_ingest import Database, migrate
-from platform_ingest._embedded import embedded_postgres
 
 
 def _register_helpers() -> None:
@@ -47,17 +45,9 @@ _numbers = itertools.count(1)
 
 
 @pytest.fixture(scope="session")
-def seam_admin_dsn() -> Iterator[str]:
-    """A Postgres server for the whole session: the environment's, or an embedded one."""
-    external = os.environ.get("PLATFORM_INGEST_TEST_DSN")
-    if external:
-        yield external
-        return
-    with (
-        tempfile.TemporaryDirectory(prefix="seam-pg-") as directory,
-        embedded_postgres(Path(directory)) as dsn,
-    ):
-        yield dsn
+def seam_admin_dsn(pg_admin_dsn: str) -> str:
+    """The session's Postgres server (see tests/conftest.py), shared with the platform tests."""
+    return pg_admin_dsn
 
 
 @pytest.fixture(scope="session")
