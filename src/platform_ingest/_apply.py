@@ -37,7 +37,7 @@ from . import _sql
 from ._cursor import AttemptView, BookView
 from ._db import Database
 from ._runs import RunChanges, RunView
-from .errors import CursorMoved
+from .errors import CursorMoved, DataRefused
 
 BATCH_LINES_MAX = 5000
 """The most lines one apply transaction carries."""
@@ -60,6 +60,9 @@ class Batch:
     run_changes: dict[int, tuple[RunView, RunChanges]] = field(default_factory=dict)
     book_changed: bool = False
     lines: int = 0
+    last_line: tuple[str | None, int | None, int] | None = None
+    """(stream, seq, offset) of the last line the batch decided on: with one line a batch, the
+    line a refusal of Postgres belongs to."""
 
     @property
     def empty(self) -> bool:
@@ -98,6 +101,8 @@ class SealedBatch:
     book_params: tuple[Any, ...]
     """Always written: its compare-and-set on the book's epoch makes a batch fail if `name` or
     `release` changed the book since the pass loaded it."""
+    lines: int = 0
+    last_line: tuple[str | None, int | None, int] | None = None
 
     @property
     def lines_applied(self) -> int:
@@ -125,6 +130,8 @@ def seal(batch: Batch, book: BookView) -> SealedBatch:
         hash_values=batch.hash_values,
         units=batch.units,
         book_params=book.scan_params(),
+        lines=batch.lines,
+        last_line=batch.last_line,
     )
 
 
@@ -219,6 +226,7 @@ class Writer:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
         self._in_flight: Future[None] | None = None
         self._in_flight_lines = 0
+        self._in_flight_sealed: SealedBatch | None = None
         self.lines_committed = 0
 
     @property
@@ -231,12 +239,20 @@ class Writer:
             commit_sealed, self._db, self._book_id, sealed, self._hook
         )
         self._in_flight_lines = sealed.lines_applied
+        self._in_flight_sealed = sealed
 
     def drain(self) -> None:
-        """Wait for the batch in flight; raise its error if it failed."""
+        """Wait for the batch in flight; raise its error if it failed. A `DataRefused` of a batch
+        of one line names that line (`evidence`)."""
         in_flight, self._in_flight = self._in_flight, None
         if in_flight is not None:
-            in_flight.result()
+            try:
+                in_flight.result()
+            except DataRefused as error:
+                sealed = self._in_flight_sealed
+                if sealed is not None and sealed.lines == 1:
+                    error.evidence = sealed.last_line
+                raise
             self.lines_committed += self._in_flight_lines
 
     def close(self) -> None:

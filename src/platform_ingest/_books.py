@@ -2,7 +2,14 @@
 
 A book's id is its directory's name; its registered path is the directory's real path, so two
 symlinks to one directory are one book. A book directory (or its journal) that resolves outside the
-allowed roots — a symlink escaping them — is refused before anything is read.
+allowed roots — a symlink escaping them — is refused before anything is read. Every pass checks
+again that the directory is still the one registered, and that its journal is a regular file in
+it, not a symbolic link (`_journal.open_journal`).
+
+A path that is not UTF-8 (a directory name of other bytes) cannot be a book id nor a path Postgres
+stores: it is refused with `NotUtf8Path`, and logs name it by `path_ref` only. A second directory
+with a registered book's name (under another root) is refused with `BookPathConflict`, and the
+registered book shows the conflict (`book_path_conflict`) until that directory is gone.
 """
 
 from __future__ import annotations
@@ -13,15 +20,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import _sql
-from ._cursor import BookView
+from ._cursor import BOOK_PATH_CONFLICT, BookView
 from ._db import Database
-from ._journal import JOURNAL_NAME
-from .errors import BookPathConflict, ConfigError, NotFound, PathOutsideRoots
+from .errors import BookPathConflict, ConfigError, NotFound, NotUtf8Path, PathOutsideRoots
 
 
 def book_ref(book_id: str) -> str:
     """An opaque short reference for logs: a book id is never logged at INFO or above."""
     return "b-" + hashlib.sha256(book_id.encode()).hexdigest()[:10]
+
+
+def path_ref(path: str | os.PathLike[str]) -> str:
+    """An opaque short reference to a path (its bytes), for logs: safe for any path, UTF-8 or not."""
+    return "d-" + hashlib.sha256(os.fsencode(path)).hexdigest()[:10]
+
+
+def require_utf8(path: str | os.PathLike[str]) -> str:
+    """The path as text Postgres can store, or `NotUtf8Path` (names are bytes on Linux)."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise NotUtf8Path(path_ref(path)) from error
+    return text
 
 
 def book_lock_key(book_id: str) -> int:
@@ -35,31 +56,20 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def resolve_book_dir(book_dir: str | os.PathLike[str], roots: Sequence[Path] = ()) -> Path:
-    """The real path of a book directory, refused when it or its journal escapes the roots.
+    """The real path of a book directory, refused when it escapes the roots or is not UTF-8.
 
-    With no roots given, the book directory itself is the root its journal must stay inside.
+    Its journal is checked by every pass (`_journal.open_journal`): a regular file in that very
+    directory, never a symbolic link, wherever it would point.
     """
     given = Path(book_dir)
     real = given.resolve()
+    require_utf8(real)
     if not real.is_dir():
         raise ConfigError(f"{given} is not a directory")
     real_roots = [root.resolve() for root in roots]
     if real_roots and not any(_inside(real, root) for root in real_roots):
         raise PathOutsideRoots(str(given), [str(root) for root in roots])
-    journal = given / JOURNAL_NAME
-    if journal.is_symlink() or journal.exists():
-        real_journal = journal.resolve()
-        allowed = real_roots or [real]
-        if not _inside(real_journal, real) and not any(
-            _inside(real_journal, root) for root in allowed
-        ):
-            raise PathOutsideRoots(str(journal), [str(root) for root in allowed])
     return real
-
-
-def journal_path(book: BookView) -> Path:
-    """The journal's real path (a symlink inside the roots was checked at registration)."""
-    return (Path(book.path) / JOURNAL_NAME).resolve()
 
 
 def register_book(
@@ -74,14 +84,34 @@ def register_book(
         raise NotFound(f"book {book_id!r} vanished while it was registered")
     book = BookView.from_row(row)
     if book.path != str(real):
+        db.execute(
+            _sql.BOOK_PROBLEM_SET,
+            (
+                book_id,
+                BOOK_PATH_CONFLICT,
+                f"a second directory has this book's name: {real}; the book stays registered at "
+                f"{book.path}, and the second directory is not read",
+                str(real),
+            ),
+        )
         raise BookPathConflict(str(book_dir), book.path)
     return book
+
+
+def recheck_path_conflicts(db: Database, book: BookView) -> None:
+    """Clear the book's `book_path_conflict` once the second directory is gone (or renamed)."""
+    for row in db.fetch_all(_sql.BOOK_PROBLEMS_OF_BOOKS, ([book.book_id],)):
+        if row["kind"] != BOOK_PATH_CONFLICT or row["path"] is None:
+            continue
+        other = Path(row["path"])
+        if not other.is_dir() or other.resolve().name != book.book_id:
+            db.execute(_sql.BOOK_PROBLEMS_CLEAR, (book.book_id, [BOOK_PATH_CONFLICT]))
 
 
 def find_book(db: Database, book_dir: str | os.PathLike[str]) -> BookView:
     """The registered book of a directory, or `NotFound`."""
     real = Path(book_dir).resolve()
-    row = db.fetch_one(_sql.BOOK_SELECT_BY_PATH, (str(real),))
+    row = db.fetch_one(_sql.BOOK_SELECT_BY_PATH, (require_utf8(real),))
     if row is None:
         raise NotFound(f"{book_dir} is not a registered book (sweep or name it first)")
     return BookView.from_row(row)

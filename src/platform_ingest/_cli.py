@@ -38,6 +38,7 @@ from ._embedded import embedded_postgres
 from ._logs import use_json_logs
 from ._operate import name_stream, release_attempt
 from ._pass import BookPass, Mode
+from ._plain import display_path, plain
 from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
 from ._schema import migrate, require_current
 from ._show import render_text, show_state
@@ -193,11 +194,17 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
             book = register_book(db, book_dir, args.roots)
             report = BookPass(db, book.book_id, mode=mode).run()
         except (ConfigError, NotFound) as error:
-            print(f"platform-ingest: {book_dir}: {error}", file=sys.stderr)
+            print(
+                f"platform-ingest: {display_path(book_dir)}: {plain(str(error))}", file=sys.stderr
+            )
             failed = max(failed, EXIT_USAGE)
             continue
         except IngestError as error:
-            print(f"platform-ingest: {book_dir}: the pass could not run: {error}", file=sys.stderr)
+            print(
+                f"platform-ingest: {display_path(book_dir)}: the pass could not run: "
+                f"{plain(str(error))}",
+                file=sys.stderr,
+            )
             failed = EXIT_FAILED
             continue
         if args.json:
@@ -218,7 +225,7 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
         else:
             state = " (busy: another worker holds it)" if report.busy else ""
             print(
-                f"{report.book_id}: {report.lines_applied} lines applied, "
+                f"{plain(report.book_id)}: {report.lines_applied} lines applied, "
                 f"{report.duplicates} duplicates, {len(report.problems)} problems, "
                 f"read {report.bytes_read} bytes from byte {report.start_offset}{state}"
             )
@@ -304,13 +311,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except EngineLive as error:
-        print(f"platform-ingest: repair refused: {error}", file=sys.stderr)
+        print(f"platform-ingest: repair refused: {plain(str(error))}", file=sys.stderr)
         return EXIT_ENGINE_LIVE
     except (ConfigError, NotFound) as error:
-        print(f"platform-ingest: {error}", file=sys.stderr)
+        print(f"platform-ingest: {plain(str(error))}", file=sys.stderr)
         return EXIT_USAGE
     except IngestError as error:
-        print(f"platform-ingest: {error}", file=sys.stderr)
+        print(f"platform-ingest: {plain(str(error))}", file=sys.stderr)
         return EXIT_FAILED
 
 

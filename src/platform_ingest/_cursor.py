@@ -38,6 +38,16 @@ LIVE_STATES = frozenset({"active", "parked"})
 """States whose hint is a place a pass must start from."""
 RELEASABLE_STATES = frozenset({"quarantined", "stalled"})
 
+PASS_PROBLEM_KINDS = (
+    "journal_unreadable",
+    "journal_not_regular",
+    "journal_outside_roots",
+    "database_refused",
+)
+"""Book problems a pass finds, and clears itself once a pass over the book goes through."""
+BOOK_PATH_CONFLICT = "book_path_conflict"
+"""A book problem found while registering: a second directory with the book's name."""
+
 _STATE_OF_PROBLEM = {
     "gap": "stalled",
     "unsupported_version": "refused",
@@ -164,6 +174,9 @@ class BookView:
     scan_mode: str | None
     scan_epoch: int
     error: ProblemRecord | None
+    problem_kinds: tuple[str, ...] = ()
+    """The kinds of the book's standing problems (`book_problems`): a journal that is not a
+    regular file, a swapped directory, a value Postgres refused, a same-named directory."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> BookView:
@@ -177,6 +190,7 @@ class BookView:
             scan_mode=row["scan_mode"],
             scan_epoch=row["scan_epoch"],
             error=ProblemRecord.from_row(row),
+            problem_kinds=tuple(row["problem_kinds"] or ()),
         )
 
     def scan_params(self) -> tuple[Any, ...]:

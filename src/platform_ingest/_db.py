@@ -5,9 +5,11 @@ in `_sql.STATEMENTS`. Every wait is bounded: the connection is made with `connec
 session carries `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`, so a
 stuck server or a held lock becomes a `DatabaseTimeout` that shows, never a hang.
 
-Driver errors are translated here and only here (`_translated`): a lost connection becomes
-`DatabaseUnavailable`, a timeout `DatabaseTimeout` (both retryable by the caller, who then re-reads
-its cursor from Postgres), anything else `DatabaseError`. Nothing is retried in this module.
+Driver errors are translated here and only here (`_translated`), by SQLSTATE class: a lost
+connection or a server in trouble becomes `DatabaseUnavailable`, a timeout `DatabaseTimeout` (both
+retryable by the caller, who then re-reads its cursor from Postgres), a value Postgres cannot
+store (classes 22, 23, 54) `DataRefused` (the problem of the book whose lines carry it, never a
+reason to reconnect), anything else `DatabaseError`. Nothing is retried in this module.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import psycopg
 import psycopg.errors
 
 from ._sql import LISTED_TEXTS, Statement
-from .errors import DatabaseError, DatabaseTimeout, DatabaseUnavailable, IngestError
+from .errors import DatabaseError, DatabaseTimeout, DatabaseUnavailable, DataRefused, IngestError
 
 logger = logging.getLogger("platform_ingest")
 
@@ -58,19 +60,69 @@ def set_statement_hook(hook: StatementHook | None) -> None:
     _statement_hook = hook
 
 
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
+"""admin_shutdown, crash_shutdown, cannot_connect_now: the server is going or not yet back."""
+_TIMEOUT_STATES = frozenset({"57014", "55P03", "40001", "40P01", "25P03"})
+"""query_canceled (statement_timeout), lock_not_available (lock_timeout), serialization_failure,
+deadlock_detected, idle_in_transaction_session_timeout: a bounded wait ran out."""
+_SERVER_CLASSES = frozenset({"08", "53", "58"})
+"""connection exception, insufficient resources (disk full, out of memory, too many
+connections), system error: the server's trouble, the same for every book."""
+_DATA_CLASSES = frozenset({"22", "23", "54"})
+"""data exception, integrity constraint violation, program limit exceeded: Postgres cannot store
+the values one book's lines carry. That book's problem, never a reason to reconnect."""
+
+
+def classify(error: psycopg.Error) -> type[DatabaseError]:
+    """The error class of a driver error, by its SQLSTATE (its class, the first two characters),
+    never by the driver's exception type: psycopg raises `ProgramLimitExceeded` (an index row too
+    large for one book's value) as an `OperationalError`, as it does a lost connection.
+
+    An error with no SQLSTATE was raised by the client: `DataError` when psycopg refused to send a
+    value (a NUL in text), otherwise the connection is gone.
+    """
+    state = error.sqlstate
+    if state is None:
+        if isinstance(error, psycopg.DataError):
+            return DataRefused
+        return DatabaseUnavailable
+    if state in _TIMEOUT_STATES:
+        return DatabaseTimeout
+    if state in _UNAVAILABLE_STATES or state[:2] in _SERVER_CLASSES:
+        return DatabaseUnavailable
+    if state[:2] in _DATA_CLASSES:
+        return DataRefused
+    return DatabaseError
+
+
+_MESSAGES: dict[type[DatabaseError], str] = {
+    DatabaseTimeout: "Postgres wait passed its bound or broke a deadlock",
+    DatabaseUnavailable: "Postgres connection lost or refused",
+    DataRefused: "Postgres cannot store a value of this book",
+    DatabaseError: "Postgres refused the operation",
+}
+
+
 @contextmanager
 def _translated() -> Iterator[None]:
-    """Translate psycopg's errors into this package's, keeping the driver error as the cause."""
+    """Translate psycopg's errors into this package's (`classify`), keeping the driver error as
+    the cause and its SQLSTATE on the new error."""
     try:
         yield
-    except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as error:
-        raise DatabaseTimeout(f"Postgres wait passed its bound: {error}") from error
-    except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as error:
-        raise DatabaseTimeout(f"Postgres aborted a transaction to break a wait: {error}") from error
-    except (psycopg.OperationalError, psycopg.InterfaceError) as error:
-        raise DatabaseUnavailable(f"Postgres connection lost or refused: {error}") from error
     except psycopg.Error as error:
-        raise DatabaseError(f"Postgres refused the operation: {error}") from error
+        kind = classify(error)
+        state = error.sqlstate or "client"
+        translated = kind(f"{_MESSAGES[kind]} (SQLSTATE {state}): {_first_line(error)}")
+        translated.sqlstate = error.sqlstate
+        raise translated from error
+    except UnicodeEncodeError as error:
+        # psycopg encodes text parameters itself; a string it cannot encode never reached Postgres.
+        raise DataRefused(f"{_MESSAGES[DataRefused]} (not encodable: {error.reason})") from error
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 class Database:

@@ -9,19 +9,30 @@ A `Hint` is a byte offset just past a line, with that line's length and sha256 a
 the file it was taken in. It is only a place to start reading: `verify_hint` checks that the bytes
 just before it are still that line, and a hint that fails is thrown away by the caller, who then
 reads from byte 0 (the cursor in Postgres decides what is applied, never the hint).
+
+Opening (`open_journal`) never blocks and never leaves the book directory: the directory is
+opened without following a symlink and must still be the real path it was registered at (a
+directory swapped for a symlink after registration is refused, `JournalOutsideRoots`); the journal
+is opened relative to that directory's descriptor with `O_NOFOLLOW | O_NONBLOCK`, and it must be a
+regular file (`JournalNotRegular`: a FIFO, socket, device, directory or symlink). A FIFO opened
+non-blocking returns at once, and nothing is read from it: `fstat` is checked first.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from errno import ELOOP as errno_ELOOP
+from errno import ENOTDIR as errno_ENOTDIR
+from errno import ENXIO as errno_ENXIO
 from pathlib import Path
 from typing import ClassVar
 
 from ._decode import LINE_BYTES_MAX
-from .errors import LineTooLong
+from .errors import JournalNotRegular, JournalOutsideRoots, JournalUnreadable, LineTooLong
 
 READ_CHUNK_BYTES = 256 * 1024
 """How much one read() asks for."""
@@ -54,15 +65,100 @@ def file_identity(stat: os.stat_result) -> str:
     return f"{stat.st_dev}:{stat.st_ino}"
 
 
+_OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_DIRECTORY
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _opened_path(fd: int) -> str | None:
+    """The path the kernel holds for an open descriptor (Linux); None where it cannot tell."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def open_journal(book_dir: str) -> Journal | None:
+    """Open `<book_dir>/events.jsonl` for a pass; None when there is no journal yet.
+
+    `book_dir` is the book's registered real path. Raises `JournalOutsideRoots` when that
+    directory is no longer what was registered (swapped for a symlink, moved), `JournalNotRegular`
+    when the journal is not a regular file, `JournalUnreadable` for any other failure to open it.
+    """
+    try:
+        dir_fd = os.open(book_dir, _DIRECTORY_FLAGS)
+    except FileNotFoundError as error:
+        raise JournalUnreadable(f"the book directory is gone: {error.strerror}") from error
+    except OSError as error:
+        if error.errno in (errno_ELOOP, errno_ENOTDIR):
+            raise JournalOutsideRoots(
+                "the book directory was replaced by a symbolic link or a file after it was "
+                "registered"
+            ) from error
+        raise JournalUnreadable(f"the book directory cannot be opened: {error.strerror}") from error
+    try:
+        held = _opened_path(dir_fd)
+        if held is not None and held != book_dir:
+            raise JournalOutsideRoots(
+                "the book directory no longer is the directory registered for it (a parent was "
+                "swapped or moved)"
+            )
+        try:
+            # Looked at before it is opened: opening a device can have effects of its own.
+            found = os.stat(JOURNAL_NAME, dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISREG(found.st_mode):
+                raise JournalNotRegular(f"the journal is {_file_kind(found.st_mode)}")
+            fd = os.open(JOURNAL_NAME, _OPEN_FLAGS, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        except JournalUnreadable:
+            raise  # an OSError too: already the typed refusal
+        except OSError as error:
+            if error.errno == errno_ELOOP:
+                raise JournalNotRegular("the journal is a symbolic link") from error
+            if error.errno == errno_ENXIO:  # a socket, or a FIFO/device with no peer
+                raise JournalNotRegular("the journal is not a regular file") from error
+            raise JournalUnreadable(f"the journal cannot be opened: {error.strerror}") from error
+    finally:
+        os.close(dir_fd)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise JournalNotRegular(f"the journal is {_file_kind(status.st_mode)}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return Journal(fd, status)
+
+
 class Journal:
     """One open journal file. Reads go through `os.pread` on one descriptor, so the identity
     checked at open is the identity of every byte read."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        stat = os.fstat(self._fd)
-        self.identity = file_identity(stat)
+    def __init__(self, source: Path | int, status: os.stat_result | None = None) -> None:
+        if isinstance(source, int):
+            self._fd = source
+        else:
+            self._fd = os.open(source, _OPEN_FLAGS)
+            status = os.fstat(self._fd)
+            if not stat.S_ISREG(status.st_mode):
+                os.close(self._fd)
+                raise JournalNotRegular(f"the journal is {_file_kind(status.st_mode)}")
+        assert status is not None
+        self.identity = file_identity(status)
         self.bytes_read = 0
 
     def close(self) -> None:

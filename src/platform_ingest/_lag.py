@@ -15,6 +15,7 @@ pass will read it from byte 0. Counting lines reads the bytes past the cursor in
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +26,8 @@ from . import _sql
 from ._cursor import LIVE_STATES
 from ._db import Database, Row
 from ._journal import JOURNAL_NAME, file_identity
+
+_COUNT_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
 
 COUNT_CHUNK_BYTES = 1024 * 1024
 """How much one read asks for while lines past the cursor are counted."""
@@ -69,10 +72,13 @@ def count_lines(path: Path, start: int, end: int, bytes_max: int | None) -> tupl
     stop = end if bytes_max is None else min(end, start + bytes_max)
     lines = 0
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # Never blocks: a FIFO or a device at the journal's path is not read (the pass shows it).
+        fd = os.open(path, _COUNT_FLAGS)
     except OSError:
         return 0, False
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return 0, False
         offset = start
         while offset < stop:
             chunk = os.pread(fd, min(COUNT_CHUNK_BYTES, stop - offset), offset)
@@ -109,11 +115,12 @@ def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None 
     (`_sql.ATTEMPTS_LAG_OF_BOOKS`)."""
     path = Path(book["path"]) / JOURNAL_NAME
     try:
-        stat = os.stat(path)
+        found = os.stat(path, follow_symlinks=False)
     except OSError:
         size, identity = 0, None
     else:
-        size, identity = stat.st_size, file_identity(stat)
+        regular = stat.S_ISREG(found.st_mode)
+        size, identity = (found.st_size, file_identity(found)) if regular else (0, None)
     cursor = min(_cursor(book, attempts, identity), size)
     lines, exact = count_lines(path, cursor, size, lines_bytes_max)
     applied = [row["last_applied_at"] for row in attempts if row["last_applied_at"] is not None]

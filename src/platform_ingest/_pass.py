@@ -35,22 +35,31 @@ from typing import Literal
 
 from . import _sql
 from ._apply import BATCH_LINES_MAX, Batch, CommitHook, Writer, seal
-from ._books import book_lock_key, book_ref, journal_path, load_book, register_book
+from ._books import (
+    book_lock_key,
+    book_ref,
+    load_book,
+    recheck_path_conflicts,
+    register_book,
+)
 from ._cursor import (
+    BOOK_PATH_CONFLICT,
     FOLLOWED_STATES,
     LIVE_STATES,
+    PASS_PROBLEM_KINDS,
     AttemptView,
     BookView,
 )
 from ._db import Database
 from ._decode import Line, decode_line
-from ._journal import Hint, Journal
+from ._journal import Hint, Journal, open_journal
 from ._rules import StreamRules
 from ._runs import RunView
 from .errors import (
     CursorMoved,
     DatabaseTimeout,
     DatabaseUnavailable,
+    DataRefused,
     IngestError,
     JournalUnreadable,
     LineRefused,
@@ -66,6 +75,8 @@ RESTARTS_AFTER_CONTENTION_MAX = 64
 other pass made progress) before it gives the book up."""
 RESTARTS_AFTER_FAILURE_MAX = 8
 """How many times one pass reconnects and starts over after a lost connection or a timeout."""
+DATA_REFUSALS_MAX = 16
+"""How many refusals of Postgres (each isolated to its line) one pass works through."""
 
 
 @dataclass
@@ -109,14 +120,37 @@ class BookPass:
         self.commit_hook = commit_hook
         self.ref = book_ref(book_id)
         self.lines_committed = 0
+        self.isolating = False
+        """True while the pass commits one line a transaction, to find the line Postgres refused."""
 
     def run(self) -> PassReport:
-        """One pass; starts over (bounded) after contention or a lost connection."""
-        restarts = contention = failures = 0
+        """One pass; starts over (bounded) after contention or a lost connection.
+
+        When Postgres refuses a batch's values (`DataRefused`: a value it cannot store), the pass
+        starts over committing one line a transaction; the line refused again quarantines its
+        stream (`database_refused`, with its seq and offset), and the pass goes on at full batch
+        size. The other streams of the book, and every other book, go on.
+        """
+        restarts = contention = failures = refusals = 0
         self.lines_committed = 0
+        self.isolating = False
         while True:
             try:
                 report = self._locked_pass()
+            except DataRefused as error:
+                refusals += 1
+                if refusals > DATA_REFUSALS_MAX:
+                    raise
+                if self.isolating:
+                    self._refused(error)
+                    self.isolating = False
+                else:
+                    logger.warning(
+                        "pass over %s: Postgres refused a batch (SQLSTATE %s); finding its line",
+                        self.ref,
+                        error.sqlstate or "client",
+                    )
+                    self.isolating = True
             except CursorMoved as error:
                 logger.info("pass over %s: cursor moved by another pass (%s)", self.ref, error)
                 contention += 1
@@ -133,6 +167,33 @@ class BookPass:
                 report.lines_applied = self.lines_committed
                 return report
             restarts += 1
+
+    def _refused(self, error: DataRefused) -> None:
+        """Quarantine the stream of the line Postgres refused; a refusal no stream can carry (no
+        line named, or a stream not yet in Postgres) is a problem of the whole book, raised."""
+        stream, seq, offset = error.evidence or (None, None, None)
+        detail = str(error)
+        if stream is not None:
+            with self.db.transaction():
+                row = self.db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (self.book_id, stream))
+                if row is not None and row["state"] in FOLLOWED_STATES:
+                    self.db.execute(
+                        _sql.ATTEMPT_QUARANTINE,
+                        ("database_refused", seq, offset, detail, row["attempt_id"], row["state"]),
+                    )
+                    logger.warning(
+                        "book %s stream %s: database_refused at seq %s, byte %s -> quarantined",
+                        self.ref,
+                        stream,
+                        seq,
+                        offset,
+                    )
+                    return
+        where = "" if offset is None else f" (the line at byte {offset}, seq {seq})"
+        self.db.execute(
+            _sql.BOOK_PROBLEM_SET, (self.book_id, "database_refused", detail + where, None)
+        )
+        raise error
 
     def _locked_pass(self) -> PassReport:
         if not self.book_lock:
@@ -175,9 +236,6 @@ class _Pass(StreamRules):
                 latest[key] = attempt
         for attempt in latest.values():
             attempt.drives_run = True
-        self.next_stream_index = 1 + max(
-            (a.stream_index or 0 for a in self.attempts.values()), default=0
-        )
         self.batch = Batch()
         self.section: str | None = None
         self.section_attempt: AttemptView | None = None
@@ -208,28 +266,34 @@ class _Pass(StreamRules):
         return report
 
     def _run(self) -> None:
-        path = journal_path(self.book)
-        if not path.exists():
-            return
-        scan_before = (self.book.scan, self.book.scan_stream, self.book.scan_mode)
         try:
-            with Journal(path) as journal:
-                self.identity = journal.identity
-                start, self.section = self._start(journal)
-                self.section_attempt = (
-                    None if self.section is None else self.attempts.get(self.section)
-                )
-                self.report.start_offset = start
-                self._read(journal, start)
-                self.report.bytes_read = journal.bytes_read
-        except IngestError:
-            raise  # DatabaseUnavailable is a ConnectionError, hence an OSError: not the journal's
-        except OSError as error:
-            raise JournalUnreadable(f"journal of {self.ref} could not be read: {error}") from error
+            opened = open_journal(self.book.path)
+        except JournalUnreadable as error:
+            self._book_problem_found(error.kind, str(error))
+            raise
+        scan_before = (self.book.scan, self.book.scan_stream, self.book.scan_mode)
+        if opened is not None:
+            try:
+                with opened as journal:
+                    self.identity = journal.identity
+                    start, self.section = self._start(journal)
+                    self.section_attempt = (
+                        None if self.section is None else self.attempts.get(self.section)
+                    )
+                    self.report.start_offset = start
+                    self._read(journal, start)
+                    self.report.bytes_read = journal.bytes_read
+            except IngestError:
+                raise  # DatabaseUnavailable is a ConnectionError, hence an OSError: not the journal's
+            except OSError as error:
+                problem = JournalUnreadable(f"the journal could not be read: {error.strerror}")
+                self._book_problem_found(problem.kind, str(problem))
+                raise problem from error
         if (self.book.scan, self.book.scan_stream, self.book.scan_mode) != scan_before:
             self.batch.book_changed = True
         self._flush()
         self._drain()
+        self._book_problems_cleared()
         if self.report.lines_applied or self.problems:
             logger.info(
                 "pass over %s: %d lines read, %d applied, %d duplicates, %d problems",
@@ -239,6 +303,20 @@ class _Pass(StreamRules):
                 self.duplicates,
                 len(self.problems),
             )
+
+    def _book_problem_found(self, kind: str, detail: str) -> None:
+        """Record a problem that stops the whole book (shown by `show`), once per kind."""
+        self.db.execute(_sql.BOOK_PROBLEM_SET, (self.book.book_id, kind, detail, None))
+        if kind not in self.book.problem_kinds:
+            self.problems.append(f"(book): {kind}")
+
+    def _book_problems_cleared(self) -> None:
+        """The pass went through: the book problems a pass finds are gone."""
+        gone = [kind for kind in self.book.problem_kinds if kind in PASS_PROBLEM_KINDS]
+        if gone:
+            self.db.execute(_sql.BOOK_PROBLEMS_CLEAR, (self.book.book_id, gone))
+        if BOOK_PATH_CONFLICT in self.book.problem_kinds:
+            recheck_path_conflicts(self.db, self.book)
 
     def _start(self, journal: Journal) -> tuple[int, str | None]:
         """The verified place to start reading, and the stream whose section it lies in.
@@ -286,7 +364,7 @@ class _Pass(StreamRules):
         identity = self.identity
         sha256 = hashlib.sha256
         report = self.report
-        batch_lines_max = self.owner.batch_lines_max
+        batch_lines_max = 1 if self.owner.isolating else self.owner.batch_lines_max
         scan_end = -1
         scan_size = 0
         scan_digest = b""
@@ -330,6 +408,11 @@ class _Pass(StreamRules):
             scan_end, scan_size, scan_digest = offset + size, size, digest
             batch = self.batch
             batch.lines += 1
+            batch.last_line = (
+                self.section,
+                line.seq if line is not None else (problem.seq if problem else None),
+                offset,
+            )
             if batch.lines >= batch_lines_max:
                 book.scan = Hint(scan_end, scan_size, scan_digest, identity)
                 book.scan_stream = self.section

@@ -7,6 +7,9 @@ refused (`EngineLive`). Otherwise it prints the engine's ledger, and the run of 
 gets `settled_micro_usd` = the engine's committed spend and the outcome it reports (`finished`
 read through § 4; a `ceiling` without `finished` pauses; neither means the process stopped
 without finishing, which reads as `failed`, reason `no_finished`).
+
+The run settled is always the run of the stream the engine names as its latest; a stream Postgres
+has not seen yet is refused (`StreamNotSeen`: sweep first), and a completed run is never rewritten.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ._db import Database
 from ._decode import BIGINT_MAX
 from ._exit_codes import ExitCode
 from ._runs import RunView, StateEffect
-from .errors import EngineLive, NotFound, StatusUnreadable
+from .errors import EngineLive, NotFound, StatusUnreadable, StreamNotSeen
 
 logger = logging.getLogger("platform_ingest")
 
@@ -44,9 +47,12 @@ class Repaired:
     state: str
     settled_micro_usd: int
     streams: list[dict[str, Any]]
+    changed: bool = True
+    """False when the run had completed: its ledger is recorded, its state is never rewritten."""
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "changed": self.changed,
             "book_id": self.book_id,
             "run_id": self.run_id,
             "engine_run_id": self.engine_run_id,
@@ -127,7 +133,11 @@ def repair_book(
             finished_money = finished["money"]
             if isinstance(finished_money, dict):
                 run.spend(_money(finished_money.get("committed_micro_usd"), "finished.money"))
-        run.apply_state(effect)
+        # A completed run ended on its own `finished`: its ledger is recorded, its state never
+        # rewritten (a later repair must not turn it into `failed/no_finished`).
+        changed = run.state != "completed"
+        if changed:
+            run.apply_state(effect)
         db.execute(_sql.RUN_UPDATE, run.update_params())
     logger.info("book %s: run %d repaired -> %s", book_ref(book.book_id), run_id, run.state)
     return Repaired(
@@ -137,6 +147,7 @@ def repair_book(
         run.state,
         settled,
         [stream for stream in streams if isinstance(stream, dict)],
+        changed=changed,
     )
 
 
@@ -167,12 +178,16 @@ def _outcome(finished: object, ceiling: object) -> StateEffect:
 
 
 def _run_of(db: Database, book_id: str, engine_run_id: object) -> int:
-    """The run of the engine's latest stream if we know it, else the book's current run."""
-    if isinstance(engine_run_id, str) and engine_run_id:
-        row = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book_id, engine_run_id))
-        if row is not None:
-            return int(row["run_id"])
-    current = db.fetch_one(_sql.RUN_CURRENT_LOCK, (book_id,))
-    if current is None:
-        raise NotFound("the book has no run to settle (sweep it first)")
-    return int(current["run_id"])
+    """The run of the engine's latest stream; refused when Postgres has not seen that stream.
+
+    Never the book's current run instead: the engine's latest stream may belong to a run that a
+    sweep has not created yet, and settling another run with its ledger would rewrite that run
+    and count the book's money twice."""
+    if not isinstance(engine_run_id, str) or not engine_run_id:
+        raise StatusUnreadable("status names no stream: the engine never started one")
+    row = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book_id, engine_run_id))
+    if row is None:
+        raise StreamNotSeen(
+            f"stream {engine_run_id} is not yet seen by the platform: sweep the book first"
+        )
+    return int(row["run_id"])

@@ -38,6 +38,7 @@ from ._runs import RunView, StateEffect
 from .errors import (
     BookMismatch,
     ForeignStreamAhead,
+    LineAfterFinished,
     LineBeforeHello,
     LineRefused,
     PayloadConflict,
@@ -52,6 +53,14 @@ HASH_WINDOW_SEQS = 4096
 """How many applied line hashes one duplicate lookup fetches (re-reads come in runs)."""
 
 
+def stream_position(hello_offset: int) -> int:
+    """A stream's place in its book: 1 + the byte offset of its hello (0 means "not seen yet").
+
+    The file's order, not the order passes first saw the streams in: in named mode a stream named
+    late is first seen late, yet an earlier stream of the file never supersedes a later one."""
+    return hello_offset + 1
+
+
 class StreamRules:
     """The per-line decisions of a pass, over the state the pass holds."""
 
@@ -61,7 +70,6 @@ class StreamRules:
     book: BookView
     runs: list[RunView]
     attempts: dict[str, AttemptView]
-    next_stream_index: int
     batch: Batch
     section: str | None
     section_attempt: AttemptView | None
@@ -119,7 +127,7 @@ class StreamRules:
         if attempt.last_seq > 0:
             self._duplicate(attempt, 1, digest, offset, size)
             return
-        self._first_sight(attempt)
+        self._first_sight(attempt, offset)
         if line.data["book_id"] != self.book.book_id:
             self._problem(attempt, BookMismatch(offset=offset))
             return
@@ -137,7 +145,7 @@ class StreamRules:
         if attempt.last_seq > 0:
             self._duplicate(attempt, 1, digest, offset, size)
             return
-        self._first_sight(attempt)
+        self._first_sight(attempt, offset)
         attempt.stream_version = problem.version
         self._problem(attempt, problem)
 
@@ -180,14 +188,17 @@ class StreamRules:
         self.batch.touch(attempt)
         return attempt
 
-    def _first_sight(self, attempt: AttemptView) -> None:
-        """A stream's first hello: it takes its place in the book and drives its run."""
-        attempt.stream_index = self.next_stream_index
-        self.next_stream_index += 1
+    def _first_sight(self, attempt: AttemptView, offset: int) -> None:
+        """A stream's first hello: it takes its place in the book (the file order of its hello,
+        whenever a pass first sees it) and drives its run if no stream of the run lies after it."""
+        attempt.stream_index = stream_position(offset)
+        latest = max(
+            (other for other in self.attempts.values() if other.run is attempt.run),
+            key=lambda other: other.stream_index or 0,
+        )
         for other in self.attempts.values():
-            if other is not attempt and other.run is attempt.run:
-                other.drives_run = False
-        attempt.drives_run = True
+            if other.run is attempt.run:
+                other.drives_run = other is latest
         self.batch.touch(attempt)
         self._supersede_before(attempt)
 
@@ -214,6 +225,12 @@ class StreamRules:
         self, attempt: AttemptView, line: Line, digest: bytes, offset: int, size: int
     ) -> None:
         """The line is the attempt's next seq: its effect joins the batch with the cursor."""
+        if attempt.state == "finished":
+            self._problem(
+                attempt,
+                LineAfterFinished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
+            )
+            return
         batch = self.batch
         seq = line.seq
         attempt.last_seq = seq

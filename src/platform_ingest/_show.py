@@ -1,16 +1,27 @@
 """`show`: the state of books, runs and attempts, in the JSON shape of SPEC § 8.
 
-    {"books": [{"book_id", "path", "error", "runs": [{"run_id", "state", "reason", "stop",
+    {"books": [{"book_id", "path", "error", "problems": [{"kind", "detail", "since", "seen_at"}],
+      "runs": [{"run_id", "state", "reason", "stop",
       "refusal", "outcome", "exit_code", "committed_micro_usd", "shortfall_micro_usd",
-      "settled_micro_usd", "units": [...], "progress": {phase: {"done", "total"}},
+      "settled_micro_usd", "spent_micro_usd", "units": [...], "progress": {phase: {"done", "total"}},
       "attempts": [{"engine_run_id", "state", "last_seq",
                     "error": null | {"kind", "seq", "offset", "detail"}}]}],
       "lag": {"bytes", "lines", "lines_exact", "last_applied_at"}}]}
 
 Runs oldest first, attempts in stream order (attempts named but not yet seen last). The book's
 `error` (an addition to the contract's keys) is a problem that belongs to no stream: a line before
-any hello in the journal. The book's `lag` (an addition too, `_lag`) is measured against the real
-head of its journal: bytes and complete lines past the cursor, and the age of the last applied line.
+any hello in the journal. Its `problems` (an addition) are what stops the book as a whole: a
+journal that is not a regular file, a directory swapped after registration, a value Postgres
+refused, a second directory of the book's name. The book's `lag` (an addition too, `_lag`) is
+measured against the real head of its journal: bytes and complete lines past the cursor, and the
+age of the last applied line.
+
+A run's `committed_micro_usd` is the engine's ledger as last seen on that run, and the ledger is
+the book's, cumulative across runs; `spent_micro_usd` (an addition) is the run's own part of it,
+so that a sum over runs is right. Attempts are listed in stream order: the file order of their
+hellos, whatever order they were named or first seen in.
+
+The text view prints every value from a journal or a directory name through `_plain.plain`.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from ._books import find_book
 from ._cursor import ProblemRecord
 from ._db import Database, Row
 from ._lag import lag_of_books
+from ._plain import plain
 
 BOOKS_PAGE_ROWS = 500
 """Books are listed in pages of this many (an index range scan, never the whole table at once)."""
@@ -80,6 +92,7 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
             "committed_micro_usd": row["committed_micro_usd"],
             "shortfall_micro_usd": row["shortfall_micro_usd"],
             "settled_micro_usd": row["settled_micro_usd"],
+            "spent_micro_usd": 0,
             "units": [],
             "progress": row["progress"] or {},
             "attempts": [],
@@ -99,17 +112,43 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
                     "error": _error(row),
                 }
             )
+    problems: dict[str, list[dict[str, Any]]] = {book_id: [] for book_id in book_ids}
+    if any(book["problem_kinds"] for book in books):
+        for row in db.fetch_all(_sql.BOOK_PROBLEMS_OF_BOOKS, (book_ids,)):
+            problems[row["book_id"]].append(
+                {
+                    "kind": row["kind"],
+                    "detail": row["detail"],
+                    "since": row["since"].isoformat(),
+                    "seen_at": row["seen_at"].isoformat(),
+                }
+            )
+    for runs in runs_by_book.values():
+        _spent_per_run(runs)
     lags = lag_of_books(db, books)
     return [
         {
             "book_id": book["book_id"],
             "path": book["path"],
             "error": _error(book),
+            "problems": problems[book["book_id"]],
             "runs": runs_by_book[book["book_id"]],
             "lag": lags[book["book_id"]].as_json(),
         }
         for book in books
     ]
+
+
+def _spent_per_run(runs: list[dict[str, Any]]) -> None:
+    """Each run's own spend: `spent_micro_usd` = its ledger value less the greatest of the runs
+    before it (the engine's ledger is the book's, cumulative across runs), never below 0. A sum of
+    `spent_micro_usd` over a book's runs is the book's ledger; a sum of `committed_micro_usd` is
+    not."""
+    before = 0
+    for run in runs:
+        ledger = max(run["committed_micro_usd"], run["settled_micro_usd"] or 0)
+        run["spent_micro_usd"] = max(0, ledger - before)
+        before = max(before, ledger)
 
 
 def _age(applied_at: str) -> str:
@@ -121,7 +160,7 @@ def render_text(state: dict[str, Any]) -> str:
     """A short human reading of `show_state` (the JSON is the interface for scripts)."""
     lines: list[str] = []
     for book in state["books"]:
-        lines.append(f"book {book['book_id']}  {book['path']}")
+        lines.append(f"book {plain(book['book_id'])}  {plain(book['path'])}")
         lag = book.get("lag")
         if lag is not None:
             applied = lag["last_applied_at"]
@@ -133,24 +172,29 @@ def render_text(state: dict[str, Any]) -> str:
             error = book["error"]
             lines.append(
                 f"  ! {error['kind']} at byte {error['offset']} (seq {error['seq']}): "
-                f"{error['detail']}"
+                f"{plain(error['detail'])}"
+            )
+        for problem in book.get("problems", ()):
+            lines.append(
+                f"  ! {problem['kind']} since {problem['since']}: {plain(problem['detail'])}"
             )
         for run in book["runs"]:
-            why = run["outcome"] or run["reason"] or run["refusal"] or ""
+            why = plain(run["outcome"] or run["reason"] or run["refusal"] or "")
             lines.append(
                 f"  run {run['run_id']}: {run['state']} {why}".rstrip()
-                + f"  units {len(run['units'])}  spend {run['committed_micro_usd']} micro-USD"
+                + f"  units {len(run['units'])}  spent {run['spent_micro_usd']} micro-USD"
+                + f" (ledger {run['committed_micro_usd']})"
             )
             for attempt in run["attempts"]:
                 line = (
-                    f"    stream {attempt['engine_run_id']}: {attempt['state']}"
+                    f"    stream {plain(attempt['engine_run_id'])}: {attempt['state']}"
                     f" at seq {attempt['last_seq']}"
                 )
                 if attempt["error"] is not None:
                     error = attempt["error"]
                     line += (
                         f"  ! {error['kind']} at byte {error['offset']} (seq {error['seq']}):"
-                        f" {error['detail']}"
+                        f" {plain(error['detail'])}"
                     )
                 lines.append(line)
     if not lines:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this code writes; a database at a higher version is refused."""
 
 
@@ -45,7 +45,9 @@ _ATTEMPT_COLUMNS = (
 )
 _BOOK_COLUMNS = (
     "book_id, path, scan_offset, scan_line_bytes, scan_sha256, scan_file, scan_stream, scan_mode,"
-    " scan_epoch, error_kind, error_seq, error_offset, error_detail"
+    " scan_epoch, error_kind, error_seq, error_offset, error_detail,"
+    " ARRAY(SELECT p.kind FROM book_problems p WHERE p.book_id = books.book_id ORDER BY p.kind)"
+    " AS problem_kinds"
 )
 
 # --- migrations -----------------------------------------------------------------------------
@@ -156,6 +158,28 @@ MIGRATIONS: dict[int, tuple[Statement, ...]] = {
                  PRIMARY KEY (run_id, unit))""",
         ),
     ),
+    2: (
+        # What stops a book as a whole, apart from its lines: a journal that is not a regular file,
+        # a book directory swapped after registration, a value Postgres cannot store, a second
+        # directory of the same name. Kept apart from the scan state, which passes compare-and-set.
+        _ddl(
+            "v2_book_problems",
+            """CREATE TABLE book_problems (
+                 book_id text NOT NULL REFERENCES books,
+                 kind text NOT NULL,
+                 detail text NOT NULL,
+                 path text,
+                 since timestamptz NOT NULL DEFAULT now(),
+                 seen_at timestamptz NOT NULL DEFAULT now(),
+                 PRIMARY KEY (book_id, kind))""",
+        ),
+        # A stream's place in the book is the byte offset of its hello (file order), not the order
+        # in which passes first saw the streams: in named mode a stream named late is seen late.
+        _ddl(
+            "v2_attempts_stream_offset",
+            "ALTER TABLE attempts ALTER COLUMN stream_index TYPE bigint",
+        ),
+    ),
 }
 
 # --- books ----------------------------------------------------------------------------------
@@ -184,6 +208,21 @@ BOOK_SCAN_RESET = _q(
     """UPDATE books SET scan_offset = 0, scan_line_bytes = 0, scan_sha256 = NULL,
          scan_file = NULL, scan_stream = NULL, scan_epoch = scan_epoch + 1
        WHERE book_id = %s""",
+)
+BOOK_PROBLEM_SET = _q(
+    "book_problem_set",
+    """INSERT INTO book_problems (book_id, kind, detail, path) VALUES (%s, %s, %s, %s)
+       ON CONFLICT (book_id, kind) DO UPDATE SET detail = EXCLUDED.detail,
+         path = EXCLUDED.path, seen_at = now()""",
+)
+BOOK_PROBLEMS_CLEAR = _q(
+    "book_problems_clear",
+    "DELETE FROM book_problems WHERE book_id = %s AND kind = ANY(%s)",
+)
+BOOK_PROBLEMS_OF_BOOKS = _q(
+    "book_problems_of_books",
+    """SELECT book_id, kind, detail, path, since, seen_at FROM book_problems
+       WHERE book_id = ANY(%s) ORDER BY book_id, kind""",
 )
 BOOKS_PAGE = _q(
     "books_page",
@@ -261,6 +300,12 @@ ATTEMPT_RELEASE = _q(
     "attempt_release",
     """UPDATE attempts SET state = %s, error_kind = NULL, error_seq = NULL, error_offset = NULL,
          error_detail = NULL
+       WHERE attempt_id = %s AND state = %s""",
+)
+ATTEMPT_QUARANTINE = _q(
+    "attempt_quarantine",
+    """UPDATE attempts SET state = 'quarantined', error_kind = %s, error_seq = %s,
+         error_offset = %s, error_detail = %s
        WHERE attempt_id = %s AND state = %s""",
 )
 ATTEMPTS_OF_RUNS = _q(

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _sql
-from ._books import book_ref, register_book
+from ._books import book_ref, path_ref, register_book
 from ._db import Database, DatabaseSettings
 from ._lag import lag_of_books
 from ._membership import (
@@ -111,6 +111,8 @@ class _Book:
     epoch: int | None = None
     busy_retries: int = 0
     behind_since: float | None = None
+    trouble: str | None = None
+    """Why the last pass over the book (or its registration) failed: logged once per episode."""
 
 
 @dataclass(eq=False)
@@ -306,21 +308,35 @@ class Worker:
                     self._due.pop(path, None)
         self._register_new()
 
-    def _register_new(self) -> None:
-        """Register the books not registered yet; the new ones this worker works are passed."""
-        for book in [book for book in self._books.values() if book.book_id is None]:
+    def _register_new(self, *, again: bool = False) -> None:
+        """Register the books not registered yet; the new ones this worker works are passed.
+
+        A directory refused (a name that is not UTF-8, a second directory of a book's name, one
+        outside the roots) is skipped with one WARNING naming it by an opaque reference; `again`
+        (the survey) tries the refused ones once more, in case what refused them is gone.
+        """
+        for book in [
+            book
+            for book in self._books.values()
+            if book.book_id is None or (again and book.book_id == "")
+        ]:
             if self._stopping:
                 return
             try:
                 registered = register_book(self.db, book.path, self.roots)
             except (ConfigError, NotFound) as error:
-                logger.warning(
-                    "a book directory was refused: %s",
-                    type(error).__name__,
-                    extra={"fields": self._log_fields},
-                )
+                reason = type(error).__name__
+                if book.trouble != reason:
+                    logger.warning(
+                        "a book directory (%s) was refused and is skipped: %s",
+                        path_ref(book.path),
+                        reason,
+                        extra={"fields": {**self._log_fields, "path_ref": path_ref(book.path)}},
+                    )
+                book.trouble = reason
                 book.book_id = ""
                 continue
+            book.trouble = None
             book.book_id = registered.book_id
             book.ref = book_ref(registered.book_id)
             self._assign(book, "claim")
@@ -376,6 +392,7 @@ class Worker:
         self._next_survey = started + self.settings.survey_interval_s
         self._rescan_roots = set(self.roots)
         self._rescan()
+        self._register_new(again=True)
         self._count_books()
         owned = {book.book_id: book for book in self._books.values() if book.owned and book.book_id}
         ids = sorted(owned)
@@ -455,14 +472,24 @@ class Worker:
             self._mark(book, "retry", due.woken_at, time.monotonic() + BUSY_RETRY_WAIT_S)
             return
         except (JournalUnreadable, NotFound, DatabaseError) as error:
-            metrics.pass_failures.labels(type(error).__name__).inc()
-            logger.warning(
-                "pass over %s could not finish: %s; the survey tries again",
-                book.ref,
-                type(error).__name__,
-                extra={"fields": self._log_fields},
-            )
+            # The book's own trouble (shown by `show` as its problem): the other books go on, and
+            # the survey passes this one again when its journal changes.
+            reason = type(error).__name__
+            metrics.pass_failures.labels(reason).inc()
+            if book.trouble != reason:
+                logger.warning(
+                    "pass over %s could not finish: %s; the survey tries again",
+                    book.ref,
+                    reason,
+                    extra={"fields": self._log_fields},
+                )
+            book.trouble = reason
             return
+        if book.trouble is not None:
+            logger.info(
+                "pass over %s goes through again", book.ref, extra={"fields": self._log_fields}
+            )
+            book.trouble = None
         metrics.database_up.set(1)
         self._count(book, due, report)
 

@@ -3,27 +3,37 @@
     IngestError
      ├── ConfigError (ValueError)              a bad option, path or registration
      │    ├── PathOutsideRoots                 a book or journal path that escapes its roots
-     │    └── BookPathConflict                 a book id already registered at another path
+     │    ├── BookPathConflict                 a book id already registered at another path
+     │    └── NotUtf8Path                      a directory name that is not UTF-8
      ├── NotFound (LookupError)                no such book, run or attempt
      ├── JournalUnreadable (OSError)           the journal could not be opened or read
+     │    ├── JournalNotRegular                a FIFO, socket, device, directory or symlink
+     │    └── JournalOutsideRoots              the book directory was swapped or moved
      ├── StreamProblem                         a problem of the journal, recorded on an attempt
      │    ├── LineRefused (ValueError)         a line no 1.x reader may accept
      │    │    ├── MalformedLine               kind "malformed"
      │    │    │    ├── InvalidUtf8
      │    │    │    ├── InvalidJson            not JSON, NaN, a byte-order mark, a carriage return
+     │    │    │    │    ├── NotCompact        whitespace outside strings
+     │    │    │    │    └── DuplicateKey      a key twice in one object, at any depth
      │    │    │    ├── NotAnObject
+     │    │    │    │    └── WrongKeys         keys other than seq, type, time, data in that order
+     │    │    │    ├── NulCharacter           U+0000 in a string or key (Postgres cannot store it)
      │    │    │    ├── LineTooLong            over 1 MiB with its newline (read in bounded memory)
      │    │    │    ├── NestingTooDeep
      │    │    │    ├── WrongType              a field of the wrong type or range
+     │    │    │    │    └── StringTooLong     a known string over its bound in UTF-8 bytes
      │    │    │    ├── MoneyNotInteger        money that is not a non-negative JSON integer
      │    │    │    ├── HelloNotFirst          a hello that is not seq 1
-     │    │    │    └── LineBeforeHello        a line before any hello in the file
+     │    │    │    ├── LineBeforeHello        a line before any hello in the file
+     │    │    │    └── LineAfterFinished      a new seq of a stream after its finished
      │    │    └── UnsupportedVersion          kind "unsupported_version": a major other than 1
      │    ├── PayloadConflict                  kind "payload_conflict": same seq, other bytes
      │    ├── SequenceGap                      kind "gap": lines were lost
      │    ├── BookMismatch                     kind "book_mismatch": a hello of another book
      │    └── ForeignStreamAhead               kind "foreign_stream_ahead": the pass parks
-     ├── DatabaseError                         Postgres said no (translated in `_db`)
+     ├── DatabaseError                         Postgres said no (translated in `_db`, by SQLSTATE)
+     │    ├── DataRefused                      a book's value Postgres cannot store (22, 23, 54)
      │    ├── DatabaseUnavailable (ConnectionError)   connection lost or refused: retryable
      │    ├── DatabaseTimeout (TimeoutError)          a statement or lock timeout: retryable
      │    ├── SchemaTooNew                     the database was migrated by a newer platform_ingest
@@ -32,7 +42,8 @@
      ├── EmbeddedServerError (RuntimeError)    the embedded Postgres did not start or stop
      └── RepairError                           the repair channel could not be used
           ├── EngineLive                       the engine holds the book's lock (exit 12)
-          └── StatusUnreadable                 the status command failed or printed nonsense
+          ├── StatusUnreadable                 the status command failed or printed nonsense
+          └── StreamNotSeen                    the engine's latest stream is not in Postgres yet
 
 A `StreamProblem` carries fields, not only a message: `kind` (the name `show` prints), `seq` (None
 when the line has none), `offset` (the byte offset where the offending line starts) and, for a
@@ -70,6 +81,16 @@ class BookPathConflict(ConfigError):
         self.registered_path = registered_path
 
 
+class NotUtf8Path(ConfigError):
+    """A path whose bytes are not UTF-8: it can be neither a book id nor a stored path."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(
+            f"a directory whose name is not UTF-8 ({ref}) cannot be a book: rename it"
+        )
+        self.ref = ref
+
+
 class NotFound(IngestError, LookupError):
     """No such book, run or attempt."""
 
@@ -77,8 +98,25 @@ class NotFound(IngestError, LookupError):
 class JournalUnreadable(IngestError, OSError):
     """The journal exists but could not be opened or read (permissions, I/O error).
 
-    Nothing was applied from it in this pass; the cursor in Postgres is untouched.
+    Nothing was applied from it in this pass; the cursor in Postgres is untouched. `kind` is the
+    name the book's problem is shown under (`show`).
     """
+
+    kind = "journal_unreadable"
+
+
+class JournalNotRegular(JournalUnreadable):
+    """The journal's path holds something other than a regular file: a FIFO, a socket, a device,
+    a directory or a symbolic link. Nothing is read from it (it could block, or never end)."""
+
+    kind = "journal_not_regular"
+
+
+class JournalOutsideRoots(JournalUnreadable):
+    """The book directory is no longer the directory registered for it: it (or a parent) was
+    swapped for a symbolic link, or moved, so its journal could lie outside the roots."""
+
+    kind = "journal_outside_roots"
 
 
 class StreamProblem(IngestError):
@@ -117,8 +155,29 @@ class InvalidJson(MalformedLine):
     """The line is not one compact JSON value (bad syntax, NaN, a byte-order mark, a `\\r`)."""
 
 
+class NotCompact(InvalidJson):
+    """Whitespace outside strings: a line is one compact JSON object."""
+
+
+class DuplicateKey(InvalidJson):
+    """A key twice in one object, at any depth: a parser silently keeps one of the values, so two
+    readers could read two different lines."""
+
+    def __init__(self, key: str, *, seq: int | None = None) -> None:
+        super().__init__(f"key {key[:40]!r} appears twice in one object", seq=seq)
+        self.key = key
+
+
 class NotAnObject(MalformedLine):
     """The line is JSON but not an object with seq, type, time and data."""
+
+
+class WrongKeys(NotAnObject):
+    """The line's keys are not exactly seq, type, time, data, in that order."""
+
+
+class NulCharacter(MalformedLine):
+    """U+0000 in a string or a key, known field or not: Postgres text and jsonb cannot store it."""
 
 
 class LineTooLong(MalformedLine):
@@ -163,6 +222,16 @@ class WrongType(MalformedLine):
         self.expected = expected
 
 
+class StringTooLong(WrongType):
+    """A string of a known field is longer than its bound, counted in UTF-8 bytes.
+
+    The message names the field and the bound, never the value."""
+
+    def __init__(self, field: str, limit_bytes: int, *, seq: int | None = None) -> None:
+        super().__init__(field, f"at most {limit_bytes} bytes of UTF-8", seq=seq)
+        self.limit_bytes = limit_bytes
+
+
 class MoneyNotInteger(MalformedLine):
     """A money field holds something other than a non-negative JSON integer of micro-USD.
 
@@ -185,6 +254,19 @@ class HelloNotFirst(MalformedLine):
 
 class LineBeforeHello(MalformedLine):
     """A line of a stream before any hello in the file: it belongs to no stream."""
+
+
+class LineAfterFinished(MalformedLine):
+    """A new seq of a stream after its `finished`, which is the last line of a stream: applying
+    it would reopen a completed run (a `ceiling` pausing it, a `spend` adding money)."""
+
+    def __init__(self, *, seq: int, finished_seq: int, offset: int) -> None:
+        super().__init__(
+            f"seq {seq} comes after the stream's finished (seq {finished_seq})",
+            seq=seq,
+            offset=offset,
+        )
+        self.finished_seq = finished_seq
 
 
 class UnsupportedVersion(LineRefused):
@@ -257,6 +339,18 @@ class ForeignStreamAhead(StreamProblem):
 class DatabaseError(IngestError):
     """Postgres refused or failed an operation (translated from the driver in `_db`)."""
 
+    sqlstate: str | None = None
+    """The SQLSTATE Postgres gave (None: raised by the client, or by this package)."""
+
+
+class DataRefused(DatabaseError):
+    """Postgres cannot store a value one book's lines carry (SQLSTATE class 22, 23 or 54: a data
+    exception, a constraint, a program limit such as an index row too large). Not retryable: the
+    same lines meet the same refusal. The pass records it on the stream that carried it."""
+
+    evidence: tuple[str | None, int | None, int] | None = None
+    """(stream, seq, byte offset) of the one line whose batch Postgres refused, when known."""
+
 
 class DatabaseUnavailable(DatabaseError, ConnectionError):
     """The connection was lost or could not be made. Retryable: the cursor is in Postgres."""
@@ -312,3 +406,7 @@ class EngineLive(RepairError):
 
 class StatusUnreadable(RepairError):
     """The status command failed, timed out, or printed something that is not the status JSON."""
+
+
+class StreamNotSeen(RepairError):
+    """The engine's latest stream is not yet known to Postgres: sweep the book, then repair."""

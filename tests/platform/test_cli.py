@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from platform_journals import RUN_A, RUN_B, finished, hello, spend, unit_done, write
 
+from platform_ingest import _sql
 from platform_ingest._cli import main
 
 pytestmark = pytest.mark.postgres
@@ -30,6 +31,7 @@ RUN_KEYS = {
     "outcome",
     "exit_code",
     "committed_micro_usd",
+    "spent_micro_usd",
     "shortfall_micro_usd",
     "settled_micro_usd",
     "units",
@@ -66,7 +68,7 @@ def test_show_json_has_exactly_the_contract_shape(
     assert cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))[0] == 0
     state = show_json(capsys, fresh_dsn, book)
     (shown,) = state["books"]
-    assert set(shown) == {"book_id", "path", "runs", "error", "lag"}
+    assert set(shown) == {"book_id", "path", "runs", "error", "problems", "lag"}
     assert (shown["book_id"], shown["path"], shown["error"]) == (
         "book-1",
         str(book.resolve()),
@@ -245,10 +247,11 @@ def test_migrate_and_schema_checks(
     code, _, err = cli(capsys, "--dsn", empty_dsn, "sweep", str(book))
     assert code == 1
     assert "platform-ingest migrate" in err
-    assert cli(capsys, "--dsn", empty_dsn, "migrate")[:2] == (0, "schema version 0 -> 1\n")
+    version = _sql.SCHEMA_VERSION
+    assert cli(capsys, "--dsn", empty_dsn, "migrate")[:2] == (0, f"schema version 0 -> {version}\n")
     assert cli(capsys, "--dsn", empty_dsn, "migrate")[:2] == (
         0,
-        "schema version 1: nothing to do\n",
+        f"schema version {version}: nothing to do\n",
     )
     with psycopg.connect(empty_dsn, autocommit=True) as sql:
         sql.execute("INSERT INTO ingest_schema_version (version) VALUES (99)")
@@ -295,7 +298,8 @@ def test_embedded_postgres_is_started_and_stopped_by_the_command(
 def test_a_symlink_escaping_the_roots_is_refused(
     fresh_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A book directory, or a journal, that resolves outside the roots is refused before reading."""
+    """A book directory that resolves outside the roots is refused before reading; a journal
+    that is a symbolic link is never followed (a problem shown on its book)."""
     root = tmp_path / "root"
     outside = tmp_path / "outside"
     (outside / "book-x").mkdir(parents=True)
@@ -311,9 +315,11 @@ def test_a_symlink_escaping_the_roots_is_refused(
     inside.mkdir()
     (inside / "events.jsonl").symlink_to(outside / "book-x" / "events.jsonl")
     code, _, err = cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(inside))
-    assert code == 2
-    assert "outside the allowed roots" in err
-    assert show_json(capsys, fresh_dsn)["books"] == []
+    assert code == 1
+    assert "symbolic link" in err
+    (book,) = show_json(capsys, fresh_dsn)["books"]
+    assert book["runs"] == []
+    assert [problem["kind"] for problem in book["problems"]] == ["journal_not_regular"]
 
 
 def _engine_events() -> str:
@@ -386,5 +392,5 @@ def test_an_unreadable_journal_fails_the_pass_not_the_command(
     write(fine, hello(book="book-fine"), spend(2, 10))
     code, out, err = cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(broken), str(fine))
     assert code == 1
-    assert "could not be read" in err
+    assert "the journal is a directory" in err
     assert "book-fine: 2 lines applied" in out

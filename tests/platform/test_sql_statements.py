@@ -30,7 +30,7 @@ from platform_ingest._show import show_state
 pytestmark = pytest.mark.postgres
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
-GROWING_TABLES = {"books", "runs", "attempts", "line_hashes", "run_units"}
+GROWING_TABLES = {"books", "runs", "attempts", "line_hashes", "run_units", "book_problems"}
 SHA = hashlib.sha256(b"x").digest()
 
 # Representative parameters for EXPLAIN, one entry per listed query (a new statement must add one).
@@ -46,6 +46,9 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "book_unlock": (1,),
     "book_scan_advance": (10, 5, SHA, "1:2", "s", "auto", None, None, None, None, "book-00042", 0),
     "book_scan_reset": ("book-00042",),
+    "book_problem_set": ("book-00042", "journal_not_regular", "a FIFO", None),
+    "book_problems_clear": ("book-00042", ["journal_not_regular", "database_refused"]),
+    "book_problems_of_books": (["book-00042", "book-00043"],),
     "books_page": ("book-00042", 500),
     "books_by_id": (["book-00042", "book-00043"],),
     "run_insert": ("book-00042",),
@@ -78,6 +81,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
         7,
     ),
     "attempt_release": ("active", 42, "quarantined"),
+    "attempt_quarantine": ("database_refused", 8, 100, "SQLSTATE 54000", 42, "active"),
     "attempts_of_runs": ([42, 43],),
     "line_hashes_insert": ([42, 42], [900001, 900002], [SHA, SHA]),
     "line_hashes_window": (42, 10, 4106),
@@ -116,6 +120,11 @@ def filled(pg_admin_dsn: str, pg_template: str) -> Iterator[psycopg.Connection[t
         connection.execute(
             "INSERT INTO run_units (run_id, unit, unit_index, attempt_id, seq) SELECT"
             " 1 + n % 10000, 'u-' || n, n, 1, n FROM generate_series(1, 50000) n"
+        )
+        connection.execute(
+            "INSERT INTO book_problems (book_id, kind, detail) SELECT 'book-' ||"
+            " lpad(n::text, 5, '0'), 'journal_not_regular', 'a FIFO'"
+            " FROM generate_series(1, 5000, 2) n"
         )
         connection.execute("ANALYZE")
         yield connection
@@ -204,6 +213,17 @@ def test_unlisted_text_is_refused(db: Database) -> None:
         db.execute(rogue)
 
 
+POISON_FUNCTION = """CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.unit = 'poison' THEN RAISE EXCEPTION 'refused' USING ERRCODE = '54000'; END IF;
+      RETURN NEW;
+    END $$"""
+POISON_TRIGGER = (
+    "CREATE TRIGGER refuse_poison BEFORE INSERT ON run_units"
+    " FOR EACH ROW EXECUTE FUNCTION refuse_poison()"
+)
+
+
 def _fake_status(tmp_path: Path, status: dict[str, Any]) -> str:
     script = tmp_path / "fake_status.py"
     script.write_text(f"import json, sys\nprint(json.dumps({status!r}))\n")
@@ -256,7 +276,17 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
             "finished": None,
         }
         repair_book(db, str(named), status_command=_fake_status(tmp_path, status))
+        fifo = make_book("book-fifo")
+        os.mkfifo(fifo / "events.jsonl")
+        with pytest.raises(platform_ingest.JournalNotRegular):
+            sweep(db, fifo)
         show_state(db)
+        (fifo / "events.jsonl").unlink()
+        write(fifo, hello(book="book-fifo"), unit_done(2, "u-1", 0), unit_done(3, "poison", 1))
+        with psycopg.connect(empty_dsn, autocommit=True) as admin:
+            admin.execute(POISON_FUNCTION)
+            admin.execute(POISON_TRIGGER)
+        sweep(db, fifo)
         show_state(db, [str(named)])
         live_workers(db)
     finally:
