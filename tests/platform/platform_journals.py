@@ -7,14 +7,23 @@ in the file format.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from psycopg import conninfo
 
 from platform_ingest import BookPass, Database, PassReport, register_book
 from platform_ingest._show import show_state
 
+BIN = Path(sys.executable).parent
+"""Where the project's commands are installed (next to this interpreter)."""
+DEADLINE_S = 90.0
 T = "2026-11-30T02:08:57.213Z"
 RUN_A = "0b6c1f3e-8a57-4d0b-9a63-2f7c4f0e5a11"
 RUN_B = "5d2e9c40-3b1a-4f8e-8c7d-6a9b0c1d2e33"
@@ -134,3 +143,42 @@ def dsn_for(admin_dsn: str, database: str) -> str:
     params = conninfo.conninfo_to_dict(admin_dsn)
     params["dbname"] = database
     return conninfo.make_conninfo(**{key: str(value) for key, value in params.items()})
+
+
+# --- workers as real processes ---------------------------------------------------------------
+
+
+def _environment() -> dict[str, str]:
+    environment = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    environment.pop("PLATFORM_INGEST_DSN", None)
+    return environment
+
+
+def start_worker(
+    dsn: str, root: Path, log: Path, *options: str, worker_id: str | None = None
+) -> subprocess.Popen[bytes]:
+    argv = [str(BIN / "platform-ingest"), "--dsn", dsn, "run", str(root), "--auto", *options]
+    if worker_id is not None:
+        argv += ["--worker-id", worker_id]
+    with open(log, "wb") as stderr:
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, env=_environment())
+
+
+def log_entries(log: Path) -> list[dict[str, Any]]:
+    entries = []
+    content = log.read_text()
+    # The worker may be writing right now: only complete lines are judged.
+    for text in content[: content.rfind("\n") + 1].splitlines():
+        entry = json.loads(text)  # every line is one JSON object
+        assert isinstance(entry, dict)
+        entries.append(entry)
+    return entries
+
+
+def wait_for(what: str, check: Callable[[], bool], deadline_s: float = DEADLINE_S) -> None:
+    """Poll `check` until it holds; fail with `what` after the deadline (a bound, not a speed)."""
+    end = time.monotonic() + deadline_s
+    while not check():
+        if time.monotonic() > end:
+            pytest.fail(f"not reached within {deadline_s:.0f} s: {what}")
+        time.sleep(0.1)

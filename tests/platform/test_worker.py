@@ -13,19 +13,31 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from platform_journals import RUN_A, append, dsn_for, hello, unit_done, write
+from platform_journals import (
+    BIN,
+    DEADLINE_S,
+    RUN_A,
+    _environment,
+    append,
+    dsn_for,
+    hello,
+    log_entries,
+    start_worker,
+    unit_done,
+    wait_for,
+    write,
+)
 
 from platform_ingest import Database, migrate
 from platform_ingest._embedded import _pgserver
@@ -33,49 +45,11 @@ from platform_ingest._membership import owner_of
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 
-BIN = Path(sys.executable).parent
-DEADLINE_S = 90.0
 BOOKS = [f"secret-title-{number:02d}" for number in range(1, 13)]
 UNITS = 6
 STAGES = ("draft", "edit")
 UNIT_COST = 12_345_679  # eight digits: never mistaken for a pid, a port or a count in a log line
 WORKER_A, WORKER_B = "w-alpha", "w-beta"
-
-
-def _environment() -> dict[str, str]:
-    environment = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    environment.pop("PLATFORM_INGEST_DSN", None)
-    return environment
-
-
-def start_worker(
-    dsn: str, root: Path, log: Path, *options: str, worker_id: str | None = None
-) -> subprocess.Popen[bytes]:
-    argv = [str(BIN / "platform-ingest"), "--dsn", dsn, "run", str(root), "--auto", *options]
-    if worker_id is not None:
-        argv += ["--worker-id", worker_id]
-    with open(log, "wb") as stderr:
-        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, env=_environment())
-
-
-def log_entries(log: Path) -> list[dict[str, Any]]:
-    entries = []
-    content = log.read_text()
-    # The worker may be writing right now: only complete lines are judged.
-    for text in content[: content.rfind("\n") + 1].splitlines():
-        entry = json.loads(text)  # every line is one JSON object
-        assert isinstance(entry, dict)
-        entries.append(entry)
-    return entries
-
-
-def wait_for(what: str, check: Callable[[], bool], deadline_s: float = DEADLINE_S) -> None:
-    """Poll `check` until it holds; fail with `what` after the deadline (a bound, not a speed)."""
-    end = time.monotonic() + deadline_s
-    while not check():
-        if time.monotonic() > end:
-            pytest.fail(f"not reached within {deadline_s:.0f} s: {what}")
-        time.sleep(0.1)
 
 
 def stop_worker(worker: subprocess.Popen[bytes]) -> int:

@@ -8,8 +8,11 @@ up: the reader, the decoder, the rules and the commit, over whole files grown in
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
+import socket
+import stat
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from seam_model import STATS
 
-from platform_ingest import LINE_BYTES_MAX, BookPass, Database, register_book
+from platform_ingest import LINE_BYTES_MAX, BookPass, Database, JournalUnreadable, register_book
 from platform_ingest._operate import name_stream
 from platform_ingest._pass import Mode
 from platform_ingest._show import show_state
@@ -92,6 +95,70 @@ def _valid_lines(book_id: str) -> st.SearchStrategy[bytes]:
             st.sampled_from([0, 1, 2, 3, 4, 5, 13, 17, 99]),
         ),
         st.builds(lambda s: _line(s, "heartbeat", {"minor": "1.9"}), seqs),
+    )
+
+
+_ANY_TEXT = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet=st.characters(codec="utf-8"), min_size=250, max_size=260),
+    st.sampled_from(["\x00", "a\x00b", "[/]", "\x1b[2J", "\u202e", "é" * 128, "x" * 4097]),
+)
+"""Any string: control characters, U+0000, markup, long strings around the byte bounds."""
+
+
+def _any_strings(book_id: str) -> st.SearchStrategy[bytes]:
+    """Well-shaped lines with any string in any string field, or as a key, known or unknown."""
+    seqs = st.integers(1, 6)
+    text = _ANY_TEXT
+    return st.one_of(
+        st.builds(
+            lambda run, book, chunker: _line(
+                1,
+                "hello",
+                {
+                    "stream_version": "1.3",
+                    "engine_run_id": run,
+                    "book_id": book,
+                    "chunker_version": chunker,
+                },
+            ),
+            st.one_of(st.sampled_from(RUN_IDS), text),
+            st.one_of(st.just(book_id), text),
+            text,
+        ),
+        st.builds(lambda s, u: _line(s, "unit_done", {"unit": u, "index": 1}), seqs, text),
+        st.builds(
+            lambda s, name: _line(s, "progress", {"phases": {name: {"done": 1, "total": 2}}}),
+            seqs,
+            text,
+        ),
+        st.builds(lambda s, sig: _line(s, "bank_stop", {"signature": sig}), seqs, text),
+        st.builds(
+            lambda s, scope: _line(s, "ceiling", {"halted": True, "scope": scope}), seqs, text
+        ),
+        st.builds(
+            lambda s, outcome, refusal: _line(
+                s,
+                "finished",
+                {
+                    "outcome": outcome,
+                    "exit_code": 13,
+                    "stop": None,
+                    "refusal": refusal,
+                    "volume": {"units_done": 1, "units_total": 2},
+                },
+            ),
+            seqs,
+            text,
+            text,
+        ),
+        st.builds(lambda s, kind, value: _line(s, kind, {"x": value}), seqs, text, text),
+        st.builds(
+            lambda s, key, value: _line(s, "spend", {"committed_micro_usd": 5, key: value}),
+            seqs,
+            text,
+            text,
+        ),
     )
 
 
@@ -179,6 +246,7 @@ def _pieces(book_id: str, *, huge: bool) -> st.SearchStrategy[bytes]:
         _stream(book_id),
         valid,
         _mutated(valid),
+        _any_strings(book_id),
         st.binary(max_size=120),
         st.sampled_from(
             [b"\n", b"{}\n", b"[]\n", b"\xef\xbb\xbf{}\n", b"[" * 80 + b"]" * 80 + b"\n"]
@@ -225,8 +293,105 @@ def _fuzz_one(data: st.DataObject, db: Database, root: Path, *, huge: bool) -> N
     again = BookPass(db, book_id, mode=mode).run()
     assert again.lines_applied == 0
     assert show_state(db, [str(book)]) == before
+    _healthy_book_goes_on(db, root)
     STATS["fuzz: files"] += 1
     STATS["fuzz: bytes"] += len(content)
+
+
+def _healthy_book_goes_on(db: Database, root: Path) -> None:
+    """After a hostile book's passes, a healthy book on the same connection applies its next line
+    at once: nothing the hostile one did is left for another book to pay."""
+    book_id = "healthy-" + hashlib.sha256(os.fsencode(root)).hexdigest()[:10]
+    book = root / book_id
+    journal = book / "events.jsonl"
+    if not book.exists():
+        book.mkdir(parents=True)
+        hello = {
+            "stream_version": "1.3",
+            "engine_run_id": RUN_IDS[0],
+            "book_id": book_id,
+            "chunker_version": "c1",
+        }
+        journal.write_bytes(_line(1, "hello", hello))
+        register_book(db, book)
+        assert BookPass(db, book_id, mode="auto").run().lines_applied == 1
+    seq = journal.read_bytes().count(b"\n") + 1
+    with open(journal, "ab") as file:
+        file.write(_line(seq, "spend", {"committed_micro_usd": seq}))
+    assert BookPass(db, book_id, mode="auto").run().lines_applied == 1
+
+
+FILE_KINDS = (
+    "regular",
+    "fifo",
+    "socket",
+    "directory",
+    "symlink_inside",
+    "symlink_to_device",
+    "dangling_symlink",
+    "character_device",
+    "missing",
+)
+
+
+def _place(kind: str, journal: Path, content: bytes) -> None:
+    """Put a file of `kind` at the journal's path (with `content` where it holds bytes)."""
+    if kind == "regular":
+        journal.write_bytes(content)
+    elif kind == "fifo":
+        os.mkfifo(journal)
+    elif kind == "socket":
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(journal))
+        listener.close()
+    elif kind == "directory":
+        journal.mkdir()
+    elif kind == "symlink_inside":
+        (journal.parent / "real.jsonl").write_bytes(content)
+        journal.symlink_to(journal.parent / "real.jsonl")
+    elif kind == "symlink_to_device":
+        journal.symlink_to("/dev/zero")
+    elif kind == "dangling_symlink":
+        journal.symlink_to(journal.parent / "nowhere")
+    elif kind == "character_device" and os.geteuid() == 0:
+        os.mknod(journal, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    elif kind == "character_device":
+        journal.symlink_to("/dev/null")
+
+
+@settings(
+    deadline=None, max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    kind=st.sampled_from(FILE_KINDS), pieces=st.lists(_pieces("file-kind", huge=False), max_size=4)
+)
+def test_any_file_type_at_the_journals_path_is_applied_or_a_shown_problem(
+    kind: str, pieces: list[bytes], seam_dsn: str, tmp_path: Path
+) -> None:
+    """A FIFO, a socket, a device, a directory or a symlink at `events.jsonl`: the pass returns at
+    once with a typed problem that `show` lists on the book (nothing read from it), or applies the
+    journal; no other exception escapes, and another book goes on."""
+    db = Database(seam_dsn)
+    try:
+        book_id = f"file-kind-{os.getpid()}-{next(_books):07d}"
+        book = tmp_path / book_id
+        book.mkdir()
+        register_book(db, book)
+        _place(kind, book / "events.jsonl", b"".join(pieces))
+        try:
+            BookPass(db, book_id, mode="auto").run()
+        except JournalUnreadable as error:
+            assert kind not in ("regular", "missing")
+            (shown,) = show_state(db, [str(book)])["books"]
+            assert [problem["kind"] for problem in shown["problems"]] == [error.kind]
+            assert shown["runs"] == []
+            event(f"refused: {error.kind}")
+        else:
+            assert kind in ("regular", "missing", "dangling_symlink")
+            event(f"read: {kind}")
+        _healthy_book_goes_on(db, tmp_path)
+    finally:
+        db.close()
 
 
 SETTINGS = settings(
