@@ -24,8 +24,11 @@ def schema_version(db: Database) -> int:
     return 0 if version is None else int(version["version"])
 
 
-def migrate(db: Database) -> tuple[int, int]:
-    """Bring the schema to `SCHEMA_VERSION`; return (version before, version after)."""
+def migrate(db: Database, *, target: int = _sql.SCHEMA_VERSION) -> tuple[int, int]:
+    """Bring the schema to `target` (default: this code's `SCHEMA_VERSION`); return (version
+    before, version after). A lower target is for tests of an upgrade; nothing is ever undone."""
+    if not 0 < target <= _sql.SCHEMA_VERSION:
+        raise ValueError(f"no schema version {target}")
     with db.transaction():
         db.execute(_sql.SCHEMA_LOCK, (_MIGRATION_LOCK_KEY,))
         db.execute(_sql.SCHEMA_TABLE_CREATE)
@@ -33,11 +36,11 @@ def migrate(db: Database) -> tuple[int, int]:
         before = 0 if row is None else int(row["version"])
         if before > _sql.SCHEMA_VERSION:
             raise SchemaTooNew(before, _sql.SCHEMA_VERSION)
-        for version in range(before + 1, _sql.SCHEMA_VERSION + 1):
+        for version in range(before + 1, target + 1):
             for statement in _sql.MIGRATIONS[version]:
                 db.execute(statement)
             db.execute(_sql.SCHEMA_VERSION_RECORD, (version,))
-    return before, _sql.SCHEMA_VERSION
+    return before, max(before, target)
 
 
 def require_current(db: Database) -> None:

@@ -1,0 +1,86 @@
+"""The schema's forward-only steps: a released step is never edited, and a populated database
+upgrades with its data intact."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import psycopg
+import pytest
+from platform_journals import RUN_A, finished, hello, spend, sweep, unit_done, write
+
+from platform_ingest import Database, _sql, migrate, schema_version
+from platform_ingest._show import show_state
+
+pytestmark = pytest.mark.postgres
+
+RELEASED_STEPS = {
+    1: "ca77a643ada39f4b0f49be96dc1d41cf8a44f12f6deb54345eb42530fc3a104a",
+    2: "20f056459cc4e653ca4ab8ffb6904c26bcf06bd2d4a391878d56e5bf7c74c9a3",
+}
+"""The sha256 of each released step's statements. A released step is followed, never edited: a
+database migrated by it must reach the same schema as one that runs it today."""
+
+
+def _step_hash(version: int) -> str:
+    digest = hashlib.sha256()
+    for statement in _sql.MIGRATIONS[version]:
+        digest.update(statement.text.encode() + b"\n")
+    return digest.hexdigest()
+
+
+def test_released_steps_are_never_edited() -> None:
+    assert {version: _step_hash(version) for version in RELEASED_STEPS} == RELEASED_STEPS
+    assert sorted(_sql.MIGRATIONS) == list(range(1, _sql.SCHEMA_VERSION + 1))
+    assert set(_sql.MIGRATIONS) - set(RELEASED_STEPS) == set(), "pin the new step's hash here"
+
+
+def test_a_populated_step_1_database_upgrades_with_its_data_intact(
+    empty_dsn: str, tmp_path: Path
+) -> None:
+    """A book as step 1's code left it (its rows, in step 1's tables); step 2 keeps every row, and
+    the book goes on from its cursor: the applied lines are duplicates, the new one is applied."""
+    db = Database(empty_dsn)
+    try:
+        assert migrate(db, target=1) == (0, 1)
+        book = tmp_path / "books" / "book-1"
+        book.mkdir(parents=True)
+        write(book, hello(), unit_done(2, "u-1", 0), spend(3, 70))
+        _write_step_1_rows(db, book)
+        assert schema_version(db) == 1
+        assert migrate(db) == (1, _sql.SCHEMA_VERSION)
+        (shown,) = show_state(db)["books"]
+        (run,) = shown["runs"]
+        assert (run["units"], run["committed_micro_usd"]) == (["u-1"], 70)
+        (attempt,) = run["attempts"]
+        assert (attempt["engine_run_id"], attempt["last_seq"]) == (RUN_A, 3)
+        write(book, hello(), unit_done(2, "u-1", 0), spend(3, 70), finished(4, money=90))
+        report = sweep(db, book)
+        assert (report.lines_applied, report.duplicates) == (1, 3)
+        (run,) = show_state(db)["books"][0]["runs"]
+        assert (run["state"], run["committed_micro_usd"]) == ("completed", 90)
+    finally:
+        db.close()
+
+
+def _write_step_1_rows(db: Database, book: Path) -> None:
+    """The rows step 1's pass writes for hello, unit_done and spend, in step 1's tables."""
+    line_hashes = [
+        hashlib.sha256(line).digest()
+        for line in (book / "events.jsonl").read_bytes().splitlines(keepends=True)
+    ]
+    with psycopg.connect(db.dsn, autocommit=True) as sql:
+        sql.execute("INSERT INTO books (book_id, path) VALUES ('book-1', %s)", (str(book),))
+        sql.execute(
+            "INSERT INTO runs (book_id, state, committed_micro_usd) VALUES ('book-1', 'running', 70)"
+        )
+        sql.execute(
+            "INSERT INTO attempts (book_id, run_id, engine_run_id, state, last_seq,"
+            " last_line_sha256, stream_index, stream_version, chunker_version)"
+            " VALUES ('book-1', 1, %s, 'active', 3, %s, 1, '1.3', 'c1')",
+            (RUN_A, line_hashes[-1]),
+        )
+        for seq, digest in enumerate(line_hashes, start=1):
+            sql.execute("INSERT INTO line_hashes VALUES (1, %s, %s)", (seq, digest))
+        sql.execute("INSERT INTO run_units VALUES (1, 'u-1', 0, 1, 2)")
