@@ -64,7 +64,7 @@ class JournalFile:
         return self._fd is not None
 
     def open(self) -> None:
-        """Open (creating it if needed, then fsyncing the directory once) and cut any torn tail."""
+        """Open (creating it if needed), fsync the directory and cut any torn tail."""
         if self._fd is not None:
             return
         flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
@@ -72,12 +72,14 @@ class JournalFile:
             fd = self._io.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             fd = self._io.open(self.path, flags, 0o644)
-        else:
-            try:
-                self._io.fsync_directory(self.path.parent)  # the new name must survive a power cut
-            except OSError:
-                os.close(fd)
-                raise
+        try:
+            # The name must survive a power cut before any line counts as durable in the file. On
+            # every open, not only after a create: a process that died between its create and
+            # this fsync left a name that a power cut can still take away, lines and all.
+            self._io.fsync_directory(self.path.parent)
+        except OSError:
+            os.close(fd)
+            raise
         self._fd = fd
         self.size = os.fstat(fd).st_size
         try:
@@ -153,6 +155,11 @@ class JournalFile:
                 errno.EIO, f"journal is {actual} bytes after append, not {start + len(data)}"
             )
         self.size = actual
+
+    def sync(self) -> None:
+        """Make everything the file holds durable, whoever wrote it (a process that died before
+        its fsync left its lines in the page cache only)."""
+        self._io.fsync(self._require_fd())
 
     def last_line(self) -> bytes | None:
         """The last whole line of the file (newline included), or None for an empty file."""

@@ -83,7 +83,14 @@ class Projector:
         """Start-up step (2): append the committed rows not yet projected, of every stream, in
         order, skipping those a crash left durable at the end of the file. Returns lines written."""
         pending = self.load_watermarks()
-        self._skip_rows_already_at_end(pending)
+        found = self._rows_already_at_end(pending)
+        if found:
+            # They may be a dead process's lines that never reached its fsync, in the page cache
+            # only: made durable before they count as projected, or a power cut after the
+            # watermark is recorded would lose them for good (nothing would append them again).
+            self._journal.sync()
+            for row in found:
+                self.projected[row.stream_no] = row.seq
         written = 0
         for stream_no, _ in pending:
             written += self.project_stream(stream_no)
@@ -93,12 +100,12 @@ class Projector:
         """Record every stream's watermark in its own transaction (start-up, repair, close)."""
         _outbox.record_projected(self._conn, self.projected)
 
-    def _skip_rows_already_at_end(self, pending: list[tuple[int, int]]) -> None:
-        """After a crash between fsync and the watermark, the first unprojected rows are already the
-        last lines of the file. Find the longest such run and count it as projected."""
+    def _rows_already_at_end(self, pending: list[tuple[int, int]]) -> list[_Row]:
+        """After a crash between the write and the watermark, the first unprojected rows may
+        already be the last lines of the file. Return the longest such run."""
         last_line = self._journal.last_line()
         if last_line is None:
-            return
+            return []
         candidates: list[_Row] = []
         size = 0
         for stream_no, projected_seq in pending:
@@ -122,6 +129,5 @@ class Projector:
                 continue
             before = self._journal.read_range(start - 1, start) if start > 0 else b"\n"
             if before == b"\n" and self._journal.read_range(start, self._journal.size) == run:
-                for row in candidates[: end + 1]:
-                    self.projected[row.stream_no] = row.seq
-                return
+                return candidates[: end + 1]
+        return []

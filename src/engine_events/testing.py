@@ -9,6 +9,10 @@ projection:
     before_fsync   after the write, before fsync
     after_fsync    after fsync, before the watermark is recorded
 
+and, outside the projection, at `before_directory_fsync` (the journal was just opened, its
+directory not yet fsynced). The system calls themselves go to `inner` (the real ones by default; a
+`PowerCutIO` records them for the power-cut model).
+
 With `in_process=True` a crash raises `SimulatedCrash` (a BaseException: nothing in the library
 catches it) instead, and `abandon(emitter)` then does what the kernel does for a dead process: it
 closes the journal and releases the lock without flushing anything. A model test can so crash and
@@ -28,6 +32,12 @@ unchanged: it gets the world's connection and the emitter, as it would get its o
     world.check_journal(complete=True)            # every committed row is in the file, once
     world.close()
 
+Power cuts (`engine_events._power_cut`, re-exported here): `EngineWorld(book, recorder=PowerCutIO())`
+records every system call of the journal and a snapshot of the database after every COMMIT;
+`crash_states` enumerates what the disk may hold after a power cut at every point of that
+recording, and `materialize` lays one out for an engine to restart on. `live` plays a scripted life
+of the reference engine in a world.
+
 `python -m engine_events.testing BOOK_DIR [--crash-at POINT:N] [--fail-with ERRNO:N] [options]` runs
 the reference engine with such an IO: the crash and fault tests use it on real processes.
 """
@@ -44,7 +54,7 @@ import sqlite3
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,14 +63,46 @@ import orjson
 from . import _outbox, _sql
 from ._demo import DemoOptions, StopRequests, _create_host_schema, _Engine, run_demo
 from ._emitter import Emitter, JournalErrorPolicy
-from ._journal_file import JOURNAL_FILE_NAME, OsJournalIO
+from ._exit_codes import ExitCode
+from ._journal_file import JOURNAL_FILE_NAME, JournalIO, OsJournalIO
 from ._lock import BookLock
+from ._power_cut import PAGE_BYTES, CrashState, Op, PowerCutIO, Tears, crash_states, materialize
 from ._schema import DATABASE_FILE_NAME, require_known_version
 from ._status import read_status, repair
 from .errors import EngineEventsError
 
+__all__ = [
+    "AFTER_COMMIT",
+    "BEFORE_DIRECTORY_FSYNC",
+    "CRASH_POINTS",
+    "PAGE_BYTES",
+    "CrashState",
+    "EngineWorld",
+    "FaultyConnection",
+    "FaultyIO",
+    "Host",
+    "InvariantViolated",
+    "JournalCheck",
+    "LifeStep",
+    "Op",
+    "Outcome",
+    "PowerCutIO",
+    "SimulatedCrash",
+    "Tears",
+    "abandon",
+    "crash_states",
+    "live",
+    "main",
+    "materialize",
+    "reference_engine",
+]
+
 CRASH_POINTS = ("before_write", "mid_write", "before_fsync", "after_fsync")
 """The points of the projection where `FaultyIO` can crash the process."""
+BEFORE_DIRECTORY_FSYNC = "before_directory_fsync"
+"""Where `FaultyIO` can also crash: the journal was just opened (or created), its directory not yet
+fsynced. Not a point of the projection, so not in `CRASH_POINTS`."""
+_ALL_CRASH_POINTS = (*CRASH_POINTS, BEFORE_DIRECTORY_FSYNC)
 AFTER_COMMIT = "after_commit"
 """The crash point of `EngineWorld.crash_after_commit`: right after a SQLite COMMIT returned."""
 
@@ -101,9 +143,14 @@ class FaultyIO(OsJournalIO):
         fail_errno: int | None = None,
         fail_after_writes: int = 0,
         in_process: bool = False,
+        inner: JournalIO | None = None,
     ) -> None:
-        if crash_at is not None and crash_at not in CRASH_POINTS:
-            raise ValueError(f"unknown crash point {crash_at!r}; known: {', '.join(CRASH_POINTS)}")
+        if crash_at is not None and crash_at not in _ALL_CRASH_POINTS:
+            raise ValueError(
+                f"unknown crash point {crash_at!r}; known: {', '.join(_ALL_CRASH_POINTS)}"
+            )
+        self._inner = inner or OsJournalIO()
+        self._opened_fd: int | None = None
         self.crash_at = crash_at
         self._crash_countdown = crash_on
         self._in_process = in_process
@@ -123,26 +170,43 @@ class FaultyIO(OsJournalIO):
         if self.fail_errno is not None:
             if not self._partial_written and len(data) > 1:
                 self._partial_written = True
-                return os.write(fd, data[: len(data) // 2])
+                return self._inner.write(fd, data[: len(data) // 2])
             self._partial_written = False
             self.failures += 1
             raise OSError(self.fail_errno, os.strerror(self.fail_errno))
         if self.crash_at == "mid_write" and len(data) > 1 and self._due():
-            os.write(fd, data[: len(data) // 2])
+            self._inner.write(fd, data[: len(data) // 2])
             self._die("mid_write")
-        return os.write(fd, data)
+        return self._inner.write(fd, data)
 
     def fsync(self, fd: int) -> None:
         self._maybe_crash("before_fsync")
         if self.fail_errno is not None:
             self.failures += 1
             raise OSError(self.fail_errno, os.strerror(self.fail_errno))
-        os.fsync(fd)
+        self._inner.fsync(fd)
         self._maybe_crash("after_fsync")
 
+    def open(self, path: Path, flags: int, mode: int) -> int:
+        self._opened_fd = self._inner.open(path, flags, mode)
+        return self._opened_fd
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        self._inner.ftruncate(fd, length)
+
+    def fsync_directory(self, path: Path) -> None:
+        if self.crash_at == BEFORE_DIRECTORY_FSYNC and self._due():
+            if self._in_process and self._opened_fd is not None:
+                # The journal does not own the descriptor yet: close it as the kernel would.
+                os.close(self._opened_fd)
+                self._opened_fd = None
+            self._die(BEFORE_DIRECTORY_FSYNC)
+        self._inner.fsync_directory(path)
+
     def crash_next(self, point: str, count: int = 1) -> None:
-        """Crash the `count`-th time from now that the projection reaches `point`."""
-        if point not in CRASH_POINTS:
+        """Crash the `count`-th time from now that the projection reaches `point` (or the
+        journal's open reaches `BEFORE_DIRECTORY_FSYNC`)."""
+        if point not in _ALL_CRASH_POINTS:
             raise ValueError(f"unknown crash point {point!r}")
         if count < 1:
             raise ValueError("count must be >= 1")
@@ -184,12 +248,12 @@ class FaultyConnection(sqlite3.Connection):
     def commit(self) -> None:
         super().commit()
         if self.world is not None:
-            self.world._committed()
+            self.world._committed(self)
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         cursor = super().execute(sql, parameters)
         if self.world is not None and _is_commit(sql):
-            self.world._committed()
+            self.world._committed(self)
         return cursor
 
 
@@ -225,6 +289,9 @@ class EngineWorld:
     host's code; the world then does what the kernel does for a dead process — the journal's
     descriptor and the lock are closed, the SQLite connection is closed with its open transaction
     discarded — and counts it in `crashes` by point.
+
+    With a `recorder` (a `PowerCutIO`) under the faults, every system call of the journal and a
+    snapshot of the database after every COMMIT are recorded, for the power-cut model.
     """
 
     def __init__(
@@ -236,6 +303,7 @@ class EngineWorld:
         book_id: str | None = None,
         chunker_version: str = "",
         on_journal_error: JournalErrorPolicy = "degrade",
+        recorder: PowerCutIO | None = None,
     ) -> None:
         self.book_dir = Path(book_dir)
         self.book_dir.mkdir(parents=True, exist_ok=True)
@@ -244,7 +312,8 @@ class EngineWorld:
         self.book_id = book_id
         self.chunker_version = chunker_version
         self.on_journal_error: JournalErrorPolicy = on_journal_error
-        self.io = FaultyIO(in_process=True)
+        self.recorder = recorder
+        self.io = FaultyIO(in_process=True, inner=recorder)
         self.commits = 0
         """COMMITs SQLite executed, over every process of this world (its trace callback)."""
         self.commits_returned = 0
@@ -483,6 +552,23 @@ class EngineWorld:
             )
         return found
 
+    def check_watermarks(self) -> None:
+        """Raise `InvariantViolated` when a stream's recorded watermark runs ahead of the journal:
+        a row the database counts as durable in the file is not among the file's complete lines
+        (after a power cut, the next start would then never append it)."""
+        if not self.database.exists():
+            return
+        found = set(self.check_journal().keys)
+        for stream in self.status()["streams"]:
+            run_id, projected = stream["engine_run_id"], stream["projected_seq"]
+            missing = [seq for seq in range(1, projected + 1) if (run_id, seq) not in found]
+            if missing:
+                raise InvariantViolated(
+                    f"stream {run_id} is recorded as projected up to seq {projected}, but the "
+                    f"journal lacks seq {missing[0]}"
+                    + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+                )
+
     # -- internals -----------------------------------------------------------------------------
 
     def _connect(self) -> FaultyConnection:
@@ -499,7 +585,9 @@ class EngineWorld:
         if _is_commit(statement):
             self.commits += 1
 
-    def _committed(self) -> None:
+    def _committed(self, conn: sqlite3.Connection) -> None:
+        if self.recorder is not None:
+            self.recorder.commit(conn)
         self.commits_returned += 1
         if self._commit_countdown > 0:
             self._commit_countdown -= 1
@@ -533,6 +621,55 @@ def reference_engine(
         return _Engine(conn, emitter, options, requests).run()
 
     return _create_host_schema, main
+
+
+@dataclass(frozen=True)
+class LifeStep:
+    """One process in a scripted life of the reference engine (see `live`)."""
+
+    ceiling_micro_usd: int | None = None
+    """The book's money ceiling for this process (None: none)."""
+    crash_at: str | None = None
+    """Where this process dies: a point of `CRASH_POINTS`, `BEFORE_DIRECTORY_FSYNC` or
+    `AFTER_COMMIT`, the `crash_on`-th time it gets there (None: it does not)."""
+    crash_on: int = 1
+    disk_fails_after: int | None = None
+    """The journal's disk fails with ENOSPC after this many good writes of this process (after a
+    partial write, as a full disk does), and heals when the process ends."""
+    repair: bool = False
+    """Not an engine: `engine-events status --repair` over the stopped run."""
+
+
+def live(world: EngineWorld, steps: list[LifeStep], options: DemoOptions) -> list[Outcome]:
+    """Play a scripted life in `world`: each step one process of the reference engine (streams
+    named `run-1`, `run-2`, ... by step), or a repair. Returns how each process ended (a repair's
+    exit code is 0, or 1 when the disk refused it)."""
+    outcomes = []
+    for number, step in enumerate(steps, 1):
+        if step.crash_at == AFTER_COMMIT:
+            world.crash_after_commit(step.crash_on)
+        elif step.crash_at is not None:
+            world.io.crash_next(step.crash_at, step.crash_on)
+        if step.disk_fails_after is not None:
+            world.io.fail_after(errno.ENOSPC, step.disk_fails_after)
+        if step.repair:
+            try:
+                world.repair()
+            except SimulatedCrash as crash:
+                outcomes.append(Outcome(None, crash.point, None))
+            except OSError:
+                outcomes.append(Outcome(int(ExitCode.INFRA), None, None))  # the disk refused it
+            else:
+                outcomes.append(Outcome(0, None, None))
+        else:
+            setup, main = reference_engine(
+                replace(options, ceiling_micro_usd=step.ceiling_micro_usd)
+            )
+            world.setup = setup
+            outcomes.append(world.run(main, f"run-{number}"))
+        world.disarm()
+        world.disk_heals()
+    return outcomes
 
 
 def main(argv: list[str] | None = None) -> int:
