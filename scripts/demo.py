@@ -27,6 +27,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from engine_events._plain import plain
 from platform_ingest import Database
 from platform_ingest._embedded import embedded_postgres
 from platform_ingest._show import show_state
@@ -36,6 +37,8 @@ DATA_DIR = Path(".platform-ingest")
 UNITS = 8
 STAGES = ("draft", "edit")
 DEADLINE_S = 120.0
+CELL_CHARS_MAX = 60
+"""The most shown of one value in the table: ids and names come from journals, of any length."""
 console = Console(width=max(Console().width, 110))
 happenings: list[str] = []
 
@@ -57,6 +60,11 @@ def engine(book: str, *options: str) -> subprocess.Popen[bytes]:
     )
 
 
+def cell(value: object, style: str = "", max_chars: int = CELL_CHARS_MAX) -> Text:
+    """A value read back from Postgres, so from a journal: plain text, never markup or a control."""
+    return Text(plain(str(value), max_chars), style=style)
+
+
 def table(state: dict[str, Any], title: str) -> Table:
     view = Table(title=title, expand=False)
     for column in (
@@ -74,22 +82,22 @@ def table(state: dict[str, Any], title: str) -> Table:
     for book in state["books"]:
         for run in book["runs"]:
             progress = "  ".join(
-                f"{phase} {count['done']}/{count['total']}"
+                f"{plain(phase, 20)} {count['done']}/{count['total']}"
                 for phase, count in sorted(run["progress"].items())
             )
             colour = {"completed": "green", "paused": "yellow", "running": "cyan"}.get(
                 run["state"], "red"
             )
             view.add_row(
-                book["book_id"],
-                str(run["run_id"]),
-                f"[{colour}]{run['state']}[/{colour}]",
-                run["reason"] or run["outcome"] or "",
-                f"{len(run['units'])}/{UNITS}",
-                progress,
-                f"{(run['committed_micro_usd'] or 0) / 1_000_000:.2f}",
-                ", ".join(attempt["state"] for attempt in run["attempts"]),
-                str(book["lag"]["lines"]),
+                cell(book["book_id"]),
+                cell(run["run_id"]),
+                cell(run["state"], colour),
+                cell(run["reason"] or run["outcome"] or ""),
+                cell(f"{len(run['units'])}/{UNITS}"),
+                cell(progress, max_chars=3 * CELL_CHARS_MAX),
+                cell(f"{(run['committed_micro_usd'] or 0) / 1_000_000:.2f}"),
+                cell(", ".join(attempt["state"] for attempt in run["attempts"])),
+                cell(book["lag"]["lines"]),
             )
     return view
 
@@ -247,7 +255,8 @@ def run_engines(
             capture_output=True,
             text=True,
         )
-        console.print(verified.stdout.strip())
+        report = verified.stdout.strip().splitlines()
+        console.print(Text("\n".join(plain(line, 300) for line in report)))
         failures |= verified.returncode != 0
     state = show_state(db)
     console.print(table(state, "Postgres, at the end"))
@@ -259,7 +268,7 @@ def run_engines(
         "platform_ingest_apply_seconds_count",
     ):
         if name in figures:
-            console.print(f"  {name} {figures[name]}")
+            console.print(Text(plain(f"  {name} {figures[name]}")))
     runs = [run for book in state["books"] for run in book["runs"]]
     done = all(run["state"] == "completed" and len(run["units"]) == UNITS for run in runs)
     if failures or not done or len(state["books"]) != 4:

@@ -113,9 +113,12 @@ def run_demo(
             finally:
                 conn.close()
     except EngineEventsError as error:
-        # Logs carry no book id: an OSError's message names the file, so only its errno text goes.
+        # No book id at INFO or above, and the book's directory is named after it: an OSError's
+        # message names its file, so at ERROR only its errno text goes; the whole message, file
+        # name included, goes at DEBUG for whoever debugs this host.
         reason = error.strerror if isinstance(error, OSError) else str(error)
         log.error("engine stopped (%s, exit %d): %s", type(error).__name__, error.exit_code, reason)
+        log.debug("engine stopped: %s", error)
         return int(error.exit_code)
 
 

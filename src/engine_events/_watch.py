@@ -14,14 +14,22 @@ Three parts, kept apart so each can be tested without a terminal:
 The view is for a person, not a check: a malformed line is counted and shown, never fatal
 (`engine-events verify` is the check). Money is shown in USD, computed from integer micro-USD.
 
+A journal is written by another process and is shown as text only: every string from it goes
+through `plain` (controls, bidi controls replaced, length capped) into `rich.text.Text`, never into
+markup. The journal is read only when it is a regular file: a FIFO, socket, device or directory at
+its path is a `JournalNotRegular` error, never a read that blocks or never ends.
+
 `command` returns 0 when the view ended as asked (one snapshot, or the latest stream `finished` and
 the engine's lock free), 1 when `timeout_s` passed first, 2 when the book directory does not exist,
-130 when interrupted (Ctrl-C).
+3 when the journal cannot be read (not a regular file, or opening it failed), 130 when interrupted
+(Ctrl-C).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -37,13 +45,15 @@ from rich.text import Text
 from ._decode import Line, decode_line, require_supported
 from ._journal_file import JOURNAL_FILE_NAME
 from ._line import LINE_BYTES_MAX
-from ._lock import is_locked
+from ._lock import LOCK_FILE_NAME
 from ._money import MICRO_USD_PER_USD
-from .errors import LineError
+from ._plain import plain
+from .errors import EngineEventsError, LineError
 
 EXIT_DONE = 0
 EXIT_TIMED_OUT = 1
 EXIT_NO_BOOK = 2
+EXIT_BAD_JOURNAL = 3
 EXIT_INTERRUPTED = 130
 
 POLL_S = 0.15
@@ -51,6 +61,72 @@ POLL_S = 0.15
 READ_BYTES_MAX = 4 * LINE_BYTES_MAX
 """The most read from the journal at once; larger than a line, so a whole line always fits."""
 RUN_ID_SHORT_CHARS = 8
+NAME_CHARS_MAX = 80
+"""The most shown of one id or name (book, unit, phase, version): a view is not a dump."""
+TEXT_CHARS_MAX = 200
+"""The most shown of one free text (outcome, signature, a problem's description)."""
+PHASES_SHOWN_MAX = 40
+"""Phases beyond this are counted, not drawn: a snapshot of thousands stays one screen."""
+FOLLOW_READS_MAX = 64
+"""While following, the most reads between two redraws, so the view and the timeout keep up
+with a journal that grows faster than it is read."""
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOCTTY: a terminal device at the path
+must not become ours. The file type is checked before any read."""
+
+
+class JournalUnreadable(EngineEventsError):
+    """The book's journal cannot be read: it is not a regular file, or opening it failed."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class JournalNotRegular(JournalUnreadable):
+    """A FIFO, socket, device or directory stands at the journal's path."""
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a file of this mode is, when it is not a regular file; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+def open_journal(path: Path) -> int | None:
+    """A read-only descriptor on the journal, or None while it does not exist.
+
+    The type is checked before opening too, so that a device is not even opened (opening some has
+    effects), and again on the descriptor, which is what is read.
+    """
+    try:
+        kind = _not_regular(os.stat(path).st_mode)
+        if kind is not None:
+            raise JournalNotRegular(path, f"is {kind}, not a regular file")
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise JournalUnreadable(path, f"cannot be opened: {error.strerror}") from error
+    try:
+        kind = _not_regular(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if kind is not None:
+        os.close(fd)
+        raise JournalNotRegular(path, f"is {kind}, not a regular file")
+    return fd
 
 
 @dataclass
@@ -205,9 +281,11 @@ class BookView:
 class JournalTail:
     """The complete lines appended to a journal since the last `read`, in order, with offsets.
 
-    `offset` is where the next unread line starts. A line longer than `LINE_BYTES_MAX` is skipped
-    without being kept and reported as `(offset, None)`. When the file is replaced or becomes
-    shorter than `offset`, `replaced` is set and reading starts again from byte 0.
+    Each `read` opens the journal anew (see `open_journal`) and raises `JournalUnreadable` when it
+    is not a regular file. `offset` is where the next unread line starts. A line longer than
+    `LINE_BYTES_MAX` is skipped without being kept and reported as `(offset, None)`. When the file
+    is replaced or becomes shorter than `offset`, `replaced` is set and reading starts again from
+    byte 0.
     """
 
     def __init__(self, path: Path) -> None:
@@ -221,9 +299,8 @@ class JournalTail:
     def read(self) -> list[tuple[int, bytes | None]]:
         """Return the complete lines available now (at most about `READ_BYTES_MAX` bytes)."""
         self.replaced = False
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
+        fd = open_journal(self.path)
+        if fd is None:
             return []
         try:
             status = os.fstat(fd)
@@ -237,6 +314,8 @@ class JournalTail:
             if self._skipping_from is not None:
                 return self._skip(fd)
             data = os.pread(fd, READ_BYTES_MAX, self.offset)
+        except OSError as error:
+            raise JournalUnreadable(self.path, f"cannot be read: {error.strerror}") from error
         finally:
             os.close(fd)
         return self._split(data)
@@ -292,33 +371,41 @@ _PAUSE_CODES = {3, 4, 5}
 
 
 def render(view: BookView, *, engine_live: bool | None = None) -> RenderableType:
-    """The view as `rich` renderables: a summary, one progress bar per phase, the outcome."""
+    """The view as `rich` renderables: a summary, one progress bar per phase, the outcome.
+
+    Every string that came from the journal is passed through `plain` into a `Text`: markup in it
+    (`[bold]`, `[/]`) is shown as typed, and its controls never reach the terminal.
+    """
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold")
     summary.add_column()
     if view.engine_run_id is None:
         summary.add_row("Stream", "waiting for the first line of the journal")
     else:
-        version = f", version {view.stream_version}" if view.stream_version else ""
-        summary.add_row(
-            "Stream",
-            f"{short_run_id(view.engine_run_id)} seq {view.seq}{version}"
-            f" ({view.streams} stream{'s' if view.streams != 1 else ''} in the journal)",
-        )
-    units = f"{view.units_done} done in this stream, {view.units_done_book} in the book"
+        streams = f"{view.streams} stream{'s' if view.streams != 1 else ''} in the journal"
+        stream = Text.assemble(_name(short_run_id(view.engine_run_id)), f" seq {view.seq}")
+        if view.stream_version:
+            stream.append_text(Text.assemble(", version ", _name(view.stream_version)))
+        stream.append(f" ({streams})")
+        summary.add_row("Stream", stream)
+    units = Text(f"{view.units_done} done in this stream, {view.units_done_book} in the book")
     if view.last_unit is not None:
-        units += f"; latest {view.last_unit}"
+        units.append_text(Text.assemble("; latest ", _name(view.last_unit)))
     summary.add_row("Units", units)
     summary.add_row("Spend", _spend_text(view))
     if view.bank_stop_signature is not None:
-        summary.add_row("Bank stop", Text(view.bank_stop_signature, style="yellow"))
+        summary.add_row("Bank stop", _text(view.bank_stop_signature, style="yellow"))
     summary.add_row("Outcome", _outcome_text(view))
     if engine_live is not None:
         summary.add_row("Engine", "running (holds the book lock)" if engine_live else "not running")
     if view.problems:
         summary.add_row(
             "Problems",
-            Text(f"{view.problems} unreadable line(s) skipped; last: {view.last_problem}", "red"),
+            Text.assemble(
+                f"{view.problems} unreadable line(s) skipped; last: ",
+                _text(view.last_problem or ""),
+                style="red",
+            ),
         )
 
     phases = Table(title=None, expand=False, show_edge=False, pad_edge=False)
@@ -326,17 +413,30 @@ def render(view: BookView, *, engine_live: bool | None = None) -> RenderableType
     phases.add_column("Progress", width=40)
     phases.add_column("Done", justify="right")
     phases.add_column("%", justify="right")
-    for name, phase in view.phases.items():
+    for name, phase in list(view.phases.items())[:PHASES_SHOWN_MAX]:
         total = max(phase.total, 1)
         completed = min(phase.done, phase.total) if phase.total else total
         percent = 100 * completed // total
         bar = ProgressBar(total=total, completed=completed, width=40)
-        phases.add_row(name, bar, f"{phase.done}/{phase.total}", f"{percent}%")
+        phases.add_row(_name(name), bar, Text(f"{phase.done}/{phase.total}"), Text(f"{percent}%"))
+    hidden = len(view.phases) - PHASES_SHOWN_MAX
+    if hidden > 0:
+        phases.add_row(Text(f"… {hidden} more", style="dim"))
     parts: list[RenderableType] = [summary]
     if view.phases:
         parts.append(phases)
-    title = f"Book {view.book_id}" if view.book_id is not None else "Book"
+    title = Text("Book") if view.book_id is None else Text.assemble("Book ", _name(view.book_id))
     return Panel(Group(*parts), title=title, title_align="left", expand=False)
+
+
+def _name(value: str) -> Text:
+    """An id or a name from the journal, as plain text of a bounded length."""
+    return Text(plain(value, NAME_CHARS_MAX))
+
+
+def _text(value: str, *, style: str = "") -> Text:
+    """A free text from the journal, as plain text of a bounded length."""
+    return Text(plain(value, TEXT_CHARS_MAX), style=style)
 
 
 def _spend_text(view: BookView) -> Text:
@@ -358,58 +458,100 @@ def _outcome_text(view: BookView) -> Text:
     outcome = view.finished
     if outcome is None:
         if view.refused_version is not None:
-            return Text(f"stream version {view.refused_version} is not supported", style="red")
+            return Text.assemble(
+                "stream version ", _name(view.refused_version), " is not supported", style="red"
+            )
         return Text("running" if view.engine_run_id is not None else "not started")
-    text = f"{outcome.outcome} (exit {outcome.exit_code})"
-    if outcome.stop is not None:
-        text += f", {outcome.stop} stop"
-    if outcome.refusal is not None:
-        text += f", refusal {outcome.refusal}"
-    if outcome.units_done is not None and outcome.units_total is not None:
-        text += f"; {outcome.units_done}/{outcome.units_total} units"
     if outcome.exit_code in _GOOD_CODES:
         style = "green"
     elif outcome.exit_code in _PAUSE_CODES:
         style = "yellow"
     else:
         style = "red"
-    return Text(text, style=style)
+    text = Text.assemble(_text(outcome.outcome), f" (exit {outcome.exit_code})", style=style)
+    if outcome.stop is not None:
+        text.append_text(Text.assemble(", ", _name(outcome.stop), " stop"))
+    if outcome.refusal is not None:
+        text.append_text(Text.assemble(", refusal ", _name(outcome.refusal)))
+    if outcome.units_done is not None and outcome.units_total is not None:
+        text.append(f"; {outcome.units_done}/{outcome.units_total} units")
+    return text
 
 
-def read_available(tail: JournalTail, view: BookView) -> BookView:
-    """Feed `view` every complete line available now; a replaced journal starts a fresh view."""
-    while True:
+def read_available(tail: JournalTail, view: BookView, *, max_reads: int | None = None) -> BookView:
+    """Feed `view` every complete line available now; a replaced journal starts a fresh view.
+
+    With `max_reads`, stop after that many reads even if more lines are waiting.
+    """
+    reads = 0
+    while max_reads is None or reads < max_reads:
+        reads += 1
         lines = tail.read()
         if tail.replaced:
             view = BookView()
         for offset, raw in lines:
             view.feed(raw, offset=offset)
         if not lines:
-            return view
+            break
+    return view
+
+
+def engine_live(book_dir: Path) -> bool | None:
+    """True when a live process holds the book's lock, None when the lock cannot be probed.
+
+    The probe of `_lock.is_locked`, opened like the journal: a FIFO or a device at the lock's path
+    must not block the view. No engine can hold a lock that is not a regular file it can open.
+    """
+    path = book_dir / LOCK_FILE_NAME
+    try:
+        if _not_regular(os.stat(path).st_mode) is not None:
+            return None
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    try:
+        if _not_regular(os.fstat(fd).st_mode) is not None:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return False
 
 
 def command(book_dir: Path, *, once: bool, exit_on_finish: bool, timeout_s: float | None) -> int:
     """`engine-events watch BOOK_DIR`: show the book, following its journal as it grows."""
     if not book_dir.is_dir():
-        print(f"{book_dir}: no such book directory", file=sys.stderr)
+        print(f"{plain(str(book_dir))}: no such book directory", file=sys.stderr)
         return EXIT_NO_BOOK
+    try:
+        return _watch(book_dir, once=once, exit_on_finish=exit_on_finish, timeout_s=timeout_s)
+    except JournalUnreadable as error:
+        print(f"engine-events watch: {type(error).__name__}: {plain(str(error))}", file=sys.stderr)
+        return EXIT_BAD_JOURNAL
+
+
+def _watch(book_dir: Path, *, once: bool, exit_on_finish: bool, timeout_s: float | None) -> int:
     console = Console()
     tail = JournalTail(book_dir / JOURNAL_FILE_NAME)
     view = read_available(tail, BookView())
     if once:
-        console.print(render(view, engine_live=is_locked(book_dir)))
+        console.print(render(view, engine_live=engine_live(book_dir)))
         return EXIT_DONE
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    engine_live = is_locked(book_dir)
+    live_now = engine_live(book_dir)
     try:
-        with Live(
-            render(view, engine_live=engine_live), console=console, auto_refresh=False
-        ) as live:
+        with Live(render(view, engine_live=live_now), console=console, auto_refresh=False) as live:
             while True:
-                view = read_available(tail, view)
-                engine_live = is_locked(book_dir)
-                live.update(render(view, engine_live=engine_live), refresh=True)
-                if exit_on_finish and view.finished is not None and not engine_live:
+                view = read_available(tail, view, max_reads=FOLLOW_READS_MAX)
+                live_now = engine_live(book_dir)
+                live.update(render(view, engine_live=live_now), refresh=True)
+                if exit_on_finish and view.finished is not None and not live_now:
                     return EXIT_DONE
                 if deadline is not None and time.monotonic() >= deadline:
                     return EXIT_TIMED_OUT

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 import orjson
 import pytest
+from rich.console import Console
 
 pytestmark = pytest.mark.crash
 
@@ -180,3 +184,75 @@ def test_lock_refuses_a_second_engine_and_status_while_live(tmp_path: Path) -> N
     assert finish(live)[0] == 5
     code, report = status(book)
     assert code == 0 and report["finished"]["stop"] == "hard"  # type: ignore[index]
+
+
+def test_an_error_names_no_book_above_debug(tmp_path: Path) -> None:
+    """A book error (its lock cannot be made) is logged at ERROR without the book's path or id.
+
+    The error's own message names the lock file inside the book directory, which is named after
+    the book: that message goes at DEBUG only.
+    """
+    book = tmp_path / "book-zq7-secret"
+    (book / ".engine.lock").mkdir(parents=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "engine_events._cli", "--log-level", "DEBUG", "demo", str(book)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 11, result.stderr
+    records = result.stderr.splitlines()
+    errors = [record for record in records if " ERROR " in record]
+    assert errors, result.stderr
+    assert not [record for record in errors if "zq7" in record]
+    assert [record for record in records if " DEBUG " in record and "zq7" in record]
+
+
+def load_demo_script() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
+    spec = importlib.util.spec_from_file_location("demo_script", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+UNSAFE = frozenset(
+    chr(code)
+    for code in (*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+)
+
+
+def test_the_demo_table_shows_journal_text_as_plain_text() -> None:
+    """Ids, phases, outcomes read back from Postgres are drawn as typed: markup, escapes inert."""
+    hostile = "[/][bold red]\x1b[2J\x1b]0;pwned\x07\u202e\x9b" + "x" * 10_000
+    state = {
+        "books": [
+            {
+                "book_id": hostile,
+                "lag": {"lines": 0},
+                "runs": [
+                    {
+                        "run_id": 1,
+                        "state": "[/red]",
+                        "reason": None,
+                        "outcome": hostile,
+                        "units": [hostile],
+                        "progress": {hostile: {"done": 1, "total": 2}},
+                        "committed_micro_usd": 1_250_000,
+                        "attempts": [{"state": hostile}],
+                    }
+                ],
+            }
+        ]
+    }
+    table = load_demo_script().table(state, "runs")
+    out = io.StringIO()
+    Console(file=out, force_terminal=False, no_color=True, width=400).print(table)
+    text = out.getvalue()
+    assert not {char for char in text if char in UNSAFE and char != "\n"}
+    assert "[/][bold red]" in text
+    assert "[/red]" in text
+    assert "1.25" in text
+    assert "x" * 100 not in text, "a value is cut to a bounded length"

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import fcntl
+import io
 import os
+import re
+import resource
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from engine_events._events import (
@@ -25,7 +33,19 @@ from engine_events._events import (
     UnitDone,
 )
 from engine_events._line import LINE_BYTES_MAX, encode_line
-from engine_events._watch import BookView, JournalTail, command, read_available, render, usd
+from engine_events._plain import plain
+from engine_events._watch import (
+    EXIT_BAD_JOURNAL,
+    BookView,
+    JournalNotRegular,
+    JournalTail,
+    Outcome,
+    PhaseView,
+    command,
+    read_available,
+    render,
+    usd,
+)
 
 T = "2026-11-30T02:08:57.213Z"
 RUN_A = "0b6c1f3e-8a57-4d0b-9a63-2f7c4f0e5a11"
@@ -381,3 +401,267 @@ def test_the_documented_example_renders_as_the_reference_says() -> None:
     text = text_of(view)
     assert "$1.00" in text
     assert "clean (exit 0)" in text
+
+
+# --- hostile journals ---------------------------------------------------------------------------
+
+UNSAFE = frozenset(
+    chr(code)
+    for code in (*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+)
+"""C0, DEL, C1 and the bidi embeddings, overrides and isolates: none may reach a person's screen."""
+HOSTILE = (
+    "[/]",
+    "[bold red]",
+    "[/bold red]",
+    "[link=https://example.invalid]click[/link]",
+    "\\[escaped]",
+    ":pile_of_poo:",
+    "\x1b[2J\x1b[H",
+    "\x1b]0;title\x07",
+    "\x1b]8;;https://example.invalid\x1b\\link\x1b]8;;\x1b\\",
+    "\x9b31m",
+    "\x90sixel\x9c",
+    "\u202eevil\u202c",
+    "\u2066isolated\u2069",
+    "\r\n\t\b\x7f",
+    "".join(sorted(UNSAFE)),
+)
+hostile_text = st.one_of(
+    st.text(),
+    st.sampled_from(HOSTILE),
+    st.lists(st.one_of(st.sampled_from(HOSTILE), st.text(max_size=4)), max_size=6).map("".join),
+    st.builds(lambda part, times: part * times, st.text(min_size=1), st.integers(1, 20_000)),
+)
+_SGR = re.compile("\x1b\\[[0-9;]*m")
+
+
+def hostile_view(
+    *, unit: str, phase: str, outcome: str, signature: str, other: str, problem: str
+) -> BookView:
+    """A view with journal text in every place one can show: `other` fills the ids and names."""
+    return BookView(
+        book_id=other,
+        engine_run_id=other,
+        stream_version=other,
+        streams=2,
+        seq=9,
+        phases={phase: PhaseView(done=1, total=3), other: PhaseView(done=0, total=0)},
+        units_done=1,
+        units_done_book=2,
+        last_unit=unit,
+        spend_micro_usd=1,
+        bank_stop_signature=signature,
+        finished=Outcome(
+            outcome=outcome, exit_code=3, stop=other, refusal=other, units_done=1, units_total=2
+        ),
+        refused_version=other,
+        problems=1,
+        last_problem=problem,
+    )
+
+
+def assert_nothing_unsafe(output: str) -> None:
+    leaked = sorted({f"U+{ord(char):04X}" for char in output if char in UNSAFE and char != "\n"})
+    assert not leaked, f"control characters reached the output: {leaked}"
+
+
+FIELDS = ("unit", "phase", "outcome", "signature", "other", "problem")
+
+
+@given(st.fixed_dictionaries(dict.fromkeys(FIELDS, hostile_text)))
+def test_any_text_in_the_journal_renders_as_plain_text(fields: dict[str, str]) -> None:
+    """Markup, escape sequences, controls, bidi controls, huge strings: shown, never obeyed."""
+    finished_view = hostile_view(**fields)
+    unfinished = hostile_view(**fields)
+    unfinished.finished = None  # the outcome row then tells the refused version
+    for view, live in ((finished_view, None), (unfinished, True)):
+        out = io.StringIO()
+        Console(file=out, force_terminal=False, no_color=True, width=100).print(
+            render(view, engine_live=live)
+        )
+        assert_nothing_unsafe(out.getvalue())
+        # On a terminal the only escape sequences are rich's own colours.
+        out = io.StringIO()
+        Console(file=out, force_terminal=True, color_system="truecolor", width=100).print(
+            render(view, engine_live=live)
+        )
+        assert_nothing_unsafe(_SGR.sub("", out.getvalue()))
+
+
+def test_markup_in_the_journal_is_shown_as_typed() -> None:
+    """A unit named like rich markup is drawn literally, neither styled nor an error."""
+    view = hostile_view(
+        unit="[bold red]ch-1[/]",
+        phase="[/]",
+        outcome="[red]fake[/red]",
+        signature=":pile_of_poo:",
+        other="b",
+        problem="p",
+    )
+    text = text_of(view)
+    for literal in ("[bold red]ch-1[/]", "[/]", "[red]fake[/red]", ":pile_of_poo:"):
+        assert literal in text
+
+
+def test_controls_are_replaced_visibly() -> None:
+    """An escape sequence in a unit id shows as a replacement character followed by its text."""
+    view = hostile_view(
+        unit="\x1b[2Jch-1", phase="draft", outcome="clean", signature="s", other="b", problem="p"
+    )
+    text = text_of(view)
+    assert "\N{REPLACEMENT CHARACTER}[2Jch-1" in text
+    assert "\x1b" not in text
+
+
+def test_a_huge_name_is_cut_and_many_phases_are_counted() -> None:
+    """A 100 000-character unit id and 5 000 phases still make one bounded screen."""
+    view = hostile_view(
+        unit="u" * 100_000, phase="p", outcome="clean", signature="s", other="b", problem="x"
+    )
+    view.phases = {f"phase-{i}": PhaseView(done=i, total=5_000) for i in range(5_000)}
+    text = text_of(view)
+    assert "u" * 200 not in text
+    assert "phase-39" in text and "phase-40 " not in text
+    assert "4960 more" in text
+    assert len(text.splitlines()) < 100
+
+
+def test_plain_replaces_every_unsafe_character_and_keeps_the_rest() -> None:
+    """Each C0, DEL, C1 and bidi control becomes U+FFFD; other text (any script) is kept."""
+    for char in UNSAFE:
+        assert plain(f"a{char}b") == "a\N{REPLACEMENT CHARACTER}b"
+    kept = "Глава 1 — 第一章 [bold] 🙂 café"
+    assert plain(kept) == kept
+    assert plain("abcdef", 4) == "abc…"
+    assert plain("abcd", 4) == "abcd"
+    assert plain("abc", 0) == ""
+
+
+def write_hostile_journal(book: Path) -> None:
+    lines = stream(
+        RUN_A,
+        progress(**{"[bold red]draft\x1b]0;pwned\x07": (1, 2)}),
+        UnitDone(unit="\x1b[2J\x1b[H[/]ch-1\u202e", index=0),
+        BankStop(signature="\x9b31m[link=x]sig[/link]"),
+        finished(3, "[/]bank_stop\x85"),
+    )
+    write_book(book, lines)
+
+
+def watch_once(book: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "engine_events._cli", "watch", str(book), "--once", *options],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_watch_shows_a_hostile_journal_as_plain_text(tmp_path: Path) -> None:
+    """`engine-events watch --once` on a journal full of markup and escapes: exit 0, nothing obeyed."""
+    book = tmp_path / "book"
+    write_hostile_journal(book)
+    result = watch_once(book)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert_nothing_unsafe(result.stdout)
+    assert "[/]ch-1" in result.stdout
+    assert "[bold red]draft" in result.stdout
+
+
+@pytest.fixture(params=["fifo", "socket", "dev-zero", "directory"])
+def odd_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A book whose `events.jsonl` is a FIFO, a socket, a symlink to /dev/zero or a directory."""
+    book = tmp_path / "b"  # short: a unix socket's path is limited to about 100 bytes
+    book.mkdir()
+    journal = book / "events.jsonl"
+    if request.param == "fifo":
+        os.mkfifo(journal)
+        yield book, "a FIFO"
+    elif request.param == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        try:
+            server.bind(str(journal))
+            yield book, "a socket"
+        finally:
+            server.close()
+    elif request.param == "dev-zero":
+        journal.symlink_to("/dev/zero")
+        yield book, "a character device"
+    else:
+        journal.mkdir()
+        yield book, "a directory"
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_watch_refuses_a_journal_that_is_not_a_regular_file(
+    odd_journal: tuple[Path, str], follow: bool
+) -> None:
+    """No hang, no traceback: a typed error naming what stands there, and a non-zero exit."""
+    book, kind = odd_journal
+    started = time.monotonic()
+    result = watch_once(book) if not follow else watch_follow(book)
+    assert time.monotonic() - started < 20
+    assert result.returncode == EXIT_BAD_JOURNAL, (result.stdout, result.stderr)
+    assert "JournalNotRegular" in result.stderr
+    assert f"is {kind}, not a regular file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def watch_follow(book: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "engine_events._cli", "watch", str(book), "--timeout-s", "5"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_a_journal_that_turns_into_a_fifo_while_followed(tmp_path: Path) -> None:
+    """A journal replaced by a FIFO while the view follows it ends the view with the typed error."""
+    book = tmp_path / "book"
+    write_book(book, FIRST)
+    tail = JournalTail(book / "events.jsonl")
+    assert len(tail.read()) == len(FIRST)
+    (book / "events.jsonl").unlink()
+    os.mkfifo(book / "events.jsonl")
+    with pytest.raises(JournalNotRegular, match="a FIFO"):
+        tail.read()
+
+
+def test_a_lock_that_is_a_fifo_does_not_hang_the_view(tmp_path: Path) -> None:
+    """The engine's lock probe does not wait on a FIFO at `.engine.lock`: no engine can hold it."""
+    book = tmp_path / "book"
+    write_book(book, [*FIRST, encode_line(8, finished(0, "clean"), T)])
+    os.mkfifo(book / ".engine.lock")
+    result = watch_once(book)
+    assert result.returncode == 0, result.stderr
+    assert "clean (exit 0)" in result.stdout
+
+
+def test_a_huge_sparse_journal_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    """64 GiB of NULs without a newline: a snapshot comes back at once, under a 1 GiB address space."""
+    book = tmp_path / "book"
+    write_book(book, FIRST)
+    with open(book / "events.jsonl", "r+b") as journal:
+        journal.truncate(64 * 2**30)
+    limit = 2**30
+
+    def cap_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    result = subprocess.run(
+        [sys.executable, "-m", "engine_events._cli", "watch", str(book), "--timeout-s", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=cap_memory,
+    )
+    assert result.returncode == 1, result.stderr  # timed out following, as asked
+    assert "ch-02" in result.stdout
+    assert "MemoryError" not in result.stderr
