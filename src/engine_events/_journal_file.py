@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 from pathlib import Path
 from typing import Protocol
 
@@ -67,11 +68,18 @@ class JournalFile:
         """Open (creating it if needed), fsync the directory and cut any torn tail."""
         if self._fd is not None:
             return
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        # Never blocks, never follows: a FIFO or a device at the journal's path (opening a FIFO
+        # for writing waits for a reader) or a symbolic link is a journal that cannot be written,
+        # handled like ENOSPC or EIO by the host's policy. O_NONBLOCK changes nothing for a
+        # regular file.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
         try:
             fd = self._io.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             fd = self._io.open(self.path, flags, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "the journal is not a regular file", str(self.path))
         try:
             # The name must survive a power cut before any line counts as durable in the file. On
             # every open, not only after a create: a process that died between its create and

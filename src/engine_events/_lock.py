@@ -10,12 +10,16 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 from types import TracebackType
 
 from .errors import BookDirectoryError, ProjectLocked
 
 LOCK_FILE_NAME = ".engine.lock"
+_LOCK_FLAGS = os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
+"""Opening the lock never blocks (a FIFO put in its place would wait for a peer) nor follows a
+symbolic link out of the book directory."""
 
 
 class BookLock:
@@ -26,11 +30,16 @@ class BookLock:
         if not Path(book_dir).is_dir():
             raise BookDirectoryError(errno.ENOENT, "book directory does not exist", str(book_dir))
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, _LOCK_FLAGS | os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
             raise BookDirectoryError(
                 error.errno, f"cannot create the book lock: {error.strerror}", str(self.path)
             ) from error
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise BookDirectoryError(
+                errno.EINVAL, "the book lock is not a regular file", str(self.path)
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
@@ -64,7 +73,7 @@ class BookLock:
 def is_locked(book_dir: Path) -> bool:
     """True when a live process holds the book's lock (probes with a shared, non-blocking flock)."""
     try:
-        fd = os.open(Path(book_dir) / LOCK_FILE_NAME, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(Path(book_dir) / LOCK_FILE_NAME, _LOCK_FLAGS | os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
@@ -196,3 +197,50 @@ def test_fault_in_a_real_process_degrades_or_fails(book_dir: Path, name: str) ->
         conn = connect(book / DATABASE_FILE_NAME)
         assert (book / "events.jsonl").read_bytes() == b"".join(committed_lines(conn))
         conn.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_journal_that_is_not_a_regular_file_never_hangs_the_engine(
+    book_dir: Path, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO at the journal's path (opening it for writing waits for a reader), or a symbolic
+    link, is a journal that cannot be written: the demo degrades and ends (exit 0) with every row
+    kept in the outbox, `status` answers, and `status --repair` says at once that it cannot
+    project. Before, the engine hung on the FIFO and ignored SIGTERM, and followed the link."""
+    if kind == "fifo":
+        os.mkfifo(book_dir / "events.jsonl")
+    else:
+        (book_dir / "events.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    argv = [sys.executable, "-m", "engine_events._cli"]
+    demo = _run([*argv, "demo", str(book_dir), "--units", "1", "--pace-ms", "0"])
+    assert demo.returncode == 0, demo.stderr
+    assert "cannot write" in demo.stderr
+    status = _run([*argv, "status", str(book_dir), "--json"])
+    assert status.returncode == 0, status.stdout
+    assert orjson.loads(status.stdout)["journal"] == "degraded"
+    repaired = _run([*argv, "status", str(book_dir), "--json", "--repair"])
+    assert repaired.returncode == 1
+    assert orjson.loads(repaired.stdout)["error"] == "unreadable"
+    conn = connect(book_dir / DATABASE_FILE_NAME)
+    assert len(committed_lines(conn)) > 2, "every row is kept in the outbox"
+    conn.close()
+    assert not (tmp_path / "elsewhere.jsonl").exists()
+
+
+def test_a_lock_that_is_not_a_regular_file_is_a_refusal_not_a_hang(book_dir: Path) -> None:
+    """A FIFO at `.engine.lock`: the engine and `status` refuse with exit 11 (source_unreadable)
+    and a clear message. Before, opening it blocked (`status`) or the engine crashed with a
+    traceback."""
+    os.mkfifo(book_dir / ".engine.lock")
+    argv = [sys.executable, "-m", "engine_events._cli"]
+    demo = _run([*argv, "demo", str(book_dir), "--units", "1", "--pace-ms", "0"])
+    assert demo.returncode == 11, demo.stderr
+    assert "the book lock is not a regular file" in demo.stderr
+    assert "Traceback" not in demo.stderr
+    status = _run([*argv, "status", str(book_dir), "--json"])
+    assert status.returncode == 11
+    assert orjson.loads(status.stdout)["error"] == "book_directory"
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
