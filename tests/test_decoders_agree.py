@@ -1,21 +1,52 @@
-"""The two sides' decoders reach the same verdict on any line (differential, property-based).
+"""The two sides' decoders, and the engine's `verify`, reach the same verdict on any line
+(differential, property-based).
 
 `engine_events` and `platform_ingest` are deployed apart and share no code: each has its own reader.
-The vectors pin the verdicts the contract names; this test looks for lines where the two disagree.
+The vectors pin the verdicts the contract names; these tests look for lines where the readers
+disagree. The generators aim at the edges of SPEC § 3 as this project reads it: strings of any
+content (U+0000, multi-byte characters) and of sizes around their byte bounds, keys repeated or out
+of order, whitespace between tokens, other writers' escapes, impossible times, done > total.
 """
 
 from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import engine_events._decode as engine_decoder
+import engine_events._events as engine_events_module
+import engine_events._line as engine_line
+import platform_ingest._decode as platform_decoder
 from engine_events._decode import decode_line as engine_decode
 from engine_events._decode import require_supported
-from engine_events.errors import LineError
+from engine_events._events import BankStop, Event, Finished, Hello, PhaseCount, Progress, UnitDone
+from engine_events._line import encode_line
+from engine_events._verify import verify_journal
+from engine_events.errors import EventError, LineError
 from platform_ingest._decode import decode_line as platform_decode
 from platform_ingest.errors import LineRefused
+
+IDENTIFIER_BYTES_MAX = platform_decoder.IDENTIFIER_BYTES_MAX
+TEXT_BYTES_MAX = platform_decoder.TEXT_BYTES_MAX
+
+
+def test_the_two_sides_bounds_are_the_same_numbers() -> None:
+    """Each side keeps its own copy of every bound (they share no code); the copies agree."""
+    assert engine_events_module.IDENTIFIER_BYTES_MAX == platform_decoder.IDENTIFIER_BYTES_MAX == 255
+    assert engine_events_module.TEXT_BYTES_MAX == platform_decoder.TEXT_BYTES_MAX == 4096
+    assert engine_line.LINE_BYTES_MAX == platform_decoder.LINE_BYTES_MAX == 1024 * 1024
+    assert engine_decoder.NESTING_DEPTH_MAX == platform_decoder.NESTING_DEPTH_MAX
+    assert engine_decoder.INTEGER_MAX == platform_decoder.BIGINT_MAX == engine_line.SEQ_MAX
+    assert engine_events_module.STREAM_MAJOR == platform_decoder.STREAM_MAJOR
 
 
 def engine_verdict(raw: bytes) -> str:
@@ -36,6 +67,63 @@ def platform_verdict(raw: bytes) -> str:
     return "ok"
 
 
+JOURNAL_RUN = "journal-run-for-the-differential-test"
+"""The stream the line under test follows in verify's journal; no generator draws this id."""
+JOURNAL_HELLO = encode_line(
+    1, Hello(engine_run_id=JOURNAL_RUN, book_id="b", chunker_version="c"), "2026-11-30T02:08:57.213Z"
+)
+
+
+def verify_verdict(raw: bytes) -> str:
+    """The verdict of `verify` on `raw` as the second line of a journal (after a sound hello).
+
+    Only a line's own verdicts are compared: a gap or a conflict is about its seq among the
+    others', so for this comparison it counts as a line that was read ("ok").
+    """
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 1
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "events.jsonl"
+        path.write_bytes(JOURNAL_HELLO + raw)
+        report = verify_journal(path)
+    problems = [*report.orphans, *(s.problem for s in report.streams if s.problem is not None)]
+    assert all(problem.line == 2 for problem in problems), problems
+    for problem in problems:
+        if problem.verdict in ("malformed", "unsupported_version"):
+            return problem.verdict
+    return "ok"
+
+
+def assert_all_agree(raw: bytes) -> str:
+    engine = engine_verdict(raw)
+    assert engine == platform_verdict(raw), raw[:300]
+    if raw.count(b"\n") == 1:  # one line of a journal (verify splits at every newline)
+        assert engine == verify_verdict(raw), raw[:300]
+    return engine
+
+
+# -- values -------------------------------------------------------------------------------------
+
+WIDE = st.sampled_from(["é", "€", "😀", "\u07ff", "\U0010ffff"])
+"""Characters of 2, 3 and 4 bytes of UTF-8: they put a byte bound in the middle of a character."""
+
+
+@st.composite
+def near_a_bound(draw: st.DrawFn, limit_bytes: int) -> str:
+    """A string within a few bytes of `limit_bytes` of UTF-8, multi-byte characters at its edge."""
+    tail = draw(st.text(WIDE | st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=4))
+    filler = "a" * draw(st.integers(max(0, limit_bytes - 12), limit_bytes + 2))
+    return filler + tail if draw(st.booleans()) else tail + filler
+
+
+any_strings = (
+    st.text(max_size=8)
+    | st.text(st.sampled_from("a\x00é€😀\\\"/\x1f\u2028"), max_size=6)
+    | st.sampled_from(["\x00", "a\x00", "\\u0000", "\\", ""])
+    | near_a_bound(IDENTIFIER_BYTES_MAX)
+    | near_a_bound(TEXT_BYTES_MAX)
+)
+"""Any string a field may be given: U+0000, escapes' look-alikes, sizes around both bounds."""
+
 json_scalars = (
     st.none()
     | st.booleans()
@@ -49,59 +137,391 @@ json_values = st.recursive(
     | st.dictionaries(st.text(max_size=6), children, max_size=3),
     max_leaves=12,
 )
+counts = st.integers(-1, 3) | st.integers(2**63 - 2, 2**63) | json_scalars
+phases = st.dictionaries(
+    any_strings,
+    st.fixed_dictionaries({"done": counts, "total": counts}) | json_values,
+    max_size=3,
+)
 TYPES = ["hello", "progress", "unit_done", "bank_stop", "ceiling", "spend", "finished", "other"]
 FIELDS = [
     "stream_version", "engine_run_id", "book_id", "chunker_version", "phases", "unit", "index",
     "signature", "halted", "scope", "shortfall_micro_usd", "committed_micro_usd", "outcome",
     "exit_code", "stop", "refusal", "volume", "money",
-]
+]  # fmt: skip
 TIME = "2026-11-30T02:08:57.213Z"
+TIMES = [
+    TIME,
+    "2024-02-29T23:59:59.999Z",
+    "2026-11-30T02:08:57Z",
+    "2026-02-30T00:00:00.000Z",
+    "2026-02-29T00:00:00.000Z",
+    "2026-11-30T24:00:00.000Z",
+    "2026-11-30T23:60:00.000Z",
+    "2026-11-30T23:59:60.000Z",
+    "0000-01-01T00:00:00.000Z",
+    "\uff12\uff10\uff12\uff16-11-30T02:08:57.213Z",
+    7,
+]
+time_digits = st.builds(
+    "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:03d}Z".format,
+    st.integers(0, 9999),
+    st.integers(0, 13),
+    st.integers(0, 32),
+    st.integers(0, 25),
+    st.integers(0, 61),
+    st.integers(0, 61),
+    st.integers(0, 999),
+)
+times = st.sampled_from(TIMES) | time_digits
+
+
+def field_value(name: str) -> st.SearchStrategy[Any]:
+    if name == "phases":
+        return phases | json_values
+    return any_strings | json_values
 
 
 @st.composite
-def near_valid_lines(draw: st.DrawFn) -> bytes:
-    """Lines shaped like the contract's, with fields of any JSON value: where verdicts split."""
-    kind = draw(st.sampled_from(TYPES))
-    data = draw(st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=6))
+def data_objects(draw: st.DrawFn, kind: str) -> dict[str, Any]:
+    names = draw(st.lists(st.sampled_from(FIELDS), max_size=6, unique=True))
+    data = {name: draw(field_value(name)) for name in names}
     if kind == "hello" and draw(st.booleans()):
         data.update(
-            stream_version=draw(st.sampled_from(["1.3", "1.0", "2.0", "0.1", "1", "x.y", "10.3"])),
-            engine_run_id=draw(st.sampled_from(["r", ""])),
-            book_id="b",
+            stream_version=draw(
+                st.sampled_from(["1.3", "1.0", "2.0", "0.1", "1", "x.y", "10.3", "1." + "0" * 254])
+            ),
+            engine_run_id=draw(st.sampled_from(["r", ""]) | any_strings),
+            book_id=draw(st.just("b") | any_strings),
             chunker_version="c",
         )
-    line = {
-        "seq": draw(st.one_of(st.integers(-1, 3), st.just(2**63), json_scalars)),
-        "type": kind,
-        "time": draw(st.sampled_from([TIME, "2026-11-30T02:08:57Z", 7])),
-        "data": data,
-    }
-    return orjson.dumps(line) + b"\n"
+    if kind in ("unit_done", "bank_stop", "finished", "ceiling") and draw(st.booleans()):
+        # Near-valid events, so that the string under test is the one thing wrong.
+        base: dict[str, Any] = {
+            "unit_done": {"unit": "u", "index": 0},
+            "bank_stop": {"signature": "s"},
+            "finished": {
+                "outcome": "clean",
+                "exit_code": 0,
+                "stop": None,
+                "refusal": None,
+                "volume": {"units_done": 1, "units_total": 1},
+            },
+            "ceiling": {"halted": True, "scope": "book"},
+        }[kind]
+        field = draw(st.sampled_from(sorted(set(base) & {"unit", "signature", "outcome", "refusal", "scope"})))
+        data = {**base, field: draw(any_strings)}
+    if kind == "progress" and draw(st.booleans()):
+        data = {"phases": draw(phases)}
+    return data
 
 
-@given(near_valid_lines())
+# -- rendering: the same value written as other writers might ---------------------------------
+
+
+class Pairs(list[tuple[str, Any]]):
+    """A JSON object as written: its members in order, a key possibly twice."""
+
+
+@st.composite
+def tokens(draw: st.DrawFn, value: Any, style: str) -> list[str]:
+    """The JSON tokens of `value`. `style`: "orjson" (the emitter's), "ascii" (`json.dumps`'s
+    escapes), or "duplicates" (now and then a member of an object written twice)."""
+    if isinstance(value, dict):
+        value = Pairs(value.items())
+    if isinstance(value, Pairs):
+        members = list(value)
+        if style == "duplicates" and members and draw(st.booleans()):
+            key, item = draw(st.sampled_from(members))
+            twin = item if draw(st.booleans()) else draw(json_scalars)
+            members.insert(draw(st.integers(0, len(members))), (key, twin))
+        out = ["{"]
+        for number, (key, item) in enumerate(members):
+            if number:
+                out.append(",")
+            out += [scalar(key, style), ":", *draw(tokens(item, style))]
+        return [*out, "}"]
+    if isinstance(value, list):
+        out = ["["]
+        for number, item in enumerate(value):
+            if number:
+                out.append(",")
+            out += draw(tokens(item, style))
+        return [*out, "]"]
+    return [scalar(value, style)]
+
+
+def scalar(value: Any, style: str) -> str:
+    if style == "ascii" or (isinstance(value, int) and not isinstance(value, bool)):
+        return json.dumps(value)  # `\uXXXX` for every non-ASCII character; ints as Python writes
+    return orjson.dumps(value).decode()
+
+
+WHITESPACE = st.sampled_from([" ", "\t", "  ", " \t", "\n", "\r\n"])
+
+
+@st.composite
+def contract_shaped_lines(draw: st.DrawFn) -> bytes:
+    """Lines shaped like the contract's, written in many ways: where verdicts could split."""
+    kind = draw(st.sampled_from(TYPES))
+    frame = [
+        ("seq", draw(st.one_of(st.integers(-1, 3), st.just(2**63), json_scalars))),
+        ("type", kind if draw(st.integers(0, 9)) else draw(any_strings)),
+        ("time", draw(times)),
+        ("data", draw(data_objects(kind))),
+    ]
+    keys = draw(st.sampled_from(["ordered"] * 6 + ["shuffled", "extra", "missing", "twice"]))
+    if keys == "shuffled":
+        frame = draw(st.permutations(frame))
+    elif keys == "extra":
+        frame.insert(draw(st.integers(0, 4)), (draw(st.text(max_size=4)), draw(json_scalars)))
+    elif keys == "missing":
+        del frame[draw(st.integers(0, 3))]
+    elif keys == "twice":
+        frame.insert(draw(st.integers(0, 4)), draw(st.sampled_from(frame)))
+    style = draw(st.sampled_from(["orjson"] * 5 + ["ascii", "duplicates", "spaced"]))
+    written = draw(tokens(Pairs(frame), "orjson" if style == "spaced" else style))
+    if style == "spaced":
+        written.insert(draw(st.integers(0, len(written))), draw(WHITESPACE))
+    return "".join(written).encode("utf-8", "surrogatepass") + b"\n"
+
+
+@given(contract_shaped_lines())
 def test_verdicts_agree_on_contract_shaped_lines(raw: bytes) -> None:
-    """On lines shaped like the contract's, both readers accept or refuse, for the same reason."""
-    assert engine_verdict(raw) == platform_verdict(raw), raw
+    """On lines shaped like the contract's, the two decoders and verify accept or refuse alike."""
+    assert_all_agree(raw)
 
 
 @given(st.binary(max_size=200).map(lambda b: b + b"\n"))
 def test_verdicts_agree_on_arbitrary_bytes(raw: bytes) -> None:
-    """On any bytes, both readers reach the same verdict (nearly always: malformed)."""
-    assert engine_verdict(raw) == platform_verdict(raw), raw
+    """On any bytes, all three reach the same verdict (nearly always: malformed)."""
+    assert_all_agree(raw)
 
 
 @pytest.mark.parametrize("depth", [1, 63, 64, 65, 200, 1100])
 def test_verdicts_agree_on_nesting_depth(depth: int) -> None:
-    """Deep nesting inside an unknown event's data: both sides draw the line at the same depth."""
+    """Deep nesting inside an unknown event's data: all draw the line at the same depth."""
     nested = "[" * depth + "]" * depth
     raw = f'{{"seq":2,"type":"other","time":"{TIME}","data":{{"x":{nested}}}}}\n'.encode()
-    assert engine_verdict(raw) == platform_verdict(raw)
+    assert_all_agree(raw)
+
+
+# -- properties of the rules, across both readers ----------------------------------------------
+
+storable_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=6
+)
+valid_events: st.SearchStrategy[Event] = st.one_of(
+    st.builds(UnitDone, unit=storable_text, index=st.integers(0, 9)),
+    st.builds(BankStop, signature=storable_text),
+    st.builds(
+        Progress,
+        phases=st.dictionaries(
+            storable_text, st.builds(PhaseCount, st.just(1), st.just(2)), max_size=3
+        ),
+    ),
+)
+
+
+@given(valid_events, st.data())
+def test_whitespace_between_any_two_tokens_is_refused(event: Event, data: st.DataObject) -> None:
+    """A line the emitter wrote, with whitespace put between any two of its tokens (or before or
+    after all of them), is refused by every reader; inside a string it is just text."""
+    try:
+        raw = encode_line(2, event, TIME)
+    except EventError:
+        return
+    written = data.draw(tokens(orjson.loads(raw), "orjson"))
+    assert "".join(written).encode() + b"\n" == raw
+    written.insert(data.draw(st.integers(0, len(written))), data.draw(WHITESPACE))
+    assert assert_all_agree("".join(written).encode() + b"\n") == "malformed"
+
+
+@given(valid_events, st.data())
+def test_another_writers_escapes_are_read_like_the_emitters(event: Event, data: st.DataObject) -> None:
+    """The same value written with `json.dumps`'s escapes (still compact, in order, no key
+    twice) is read, to the same value, by both decoders."""
+    try:
+        raw = encode_line(2, event, TIME)
+    except EventError:
+        return
+    escaped = "".join(data.draw(tokens(orjson.loads(raw), "ascii"))).encode() + b"\n"
+    assert assert_all_agree(escaped) == "ok"
+    assert engine_decode(escaped).data == engine_decode(raw).data == platform_decode(escaped).data
+
+
+@given(valid_events, st.data())
+def test_a_key_written_twice_anywhere_is_refused(event: Event, data: st.DataObject) -> None:
+    """Any object of a valid line, with one of its members written twice (same value or not), is
+    refused by every reader: a parser silently keeps one of the two."""
+    value = orjson.loads(encode_line(2, event, TIME))
+    objects = [value, value["data"], *(v for v in value["data"].values() if isinstance(v, dict))]
+    target = data.draw(st.sampled_from([o for o in objects if o]))
+    key = data.draw(st.sampled_from(sorted(target)))
+    twin = Pairs(target.items())
+    twin.insert(data.draw(st.integers(0, len(twin))), (key, data.draw(json_scalars | st.just(target[key]))))
+    replaced = {id(target): twin}
+
+    def rebuild(node: Any) -> Any:
+        if id(node) in replaced:
+            return Pairs((k, rebuild(v)) for k, v in replaced[id(node)])
+        if isinstance(node, dict):
+            return Pairs((k, rebuild(v)) for k, v in node.items())
+        return node
+
+    raw = "".join(data.draw(tokens(rebuild(value), "orjson"))).encode() + b"\n"
+    assert assert_all_agree(raw) == "malformed"
+
+
+@given(st.text(max_size=12), st.data())
+def test_nul_anywhere_is_refused_and_an_escaped_backslash_is_not_nul(
+    text: str, data: st.DataObject
+) -> None:
+    """U+0000 at any place of any string or key, known field or not, is refused by every reader;
+    the same place holding a backslash and the text `u0000` is not."""
+    at = data.draw(st.integers(0, len(text)))
+    where = data.draw(st.sampled_from(["unit", "unknown field", "key", "deep", "type"]))
+
+    def line_with(piece: str) -> bytes:
+        s = text[:at] + piece + text[at:]
+        value: dict[str, Any] = {
+            "unit": {"unit": s or "u", "index": 0},
+            "unknown field": {"unit": "u", "index": 0, "note": s},
+            "key": {"unit": "u", "index": 0, "k-" + s: 1},
+            "deep": {"unit": "u", "index": 0, "x": [[{"y": [s]}]]},
+            "type": {},
+        }[where]
+        kind = "unit_done" if where != "type" else "x" + s
+        return orjson.dumps({"seq": 2, "type": kind, "time": TIME, "data": value}) + b"\n"
+
+    clean = assert_all_agree(line_with(""))
+    assert assert_all_agree(line_with("\x00")) == "malformed"
+    assert assert_all_agree(line_with("\\u0000")) == clean
+
+
+@pytest.mark.parametrize(
+    ("field", "limit"),
+    [
+        ("engine_run_id", IDENTIFIER_BYTES_MAX),
+        ("book_id", IDENTIFIER_BYTES_MAX),
+        ("chunker_version", IDENTIFIER_BYTES_MAX),
+        ("unit", IDENTIFIER_BYTES_MAX),
+        ("phase", IDENTIFIER_BYTES_MAX),
+        ("signature", TEXT_BYTES_MAX),
+        ("scope", IDENTIFIER_BYTES_MAX),
+        ("outcome", IDENTIFIER_BYTES_MAX),
+        ("refusal", IDENTIFIER_BYTES_MAX),
+    ],
+)
+@given(data=st.data())
+def test_a_string_is_read_iff_it_fits_its_bound(field: str, limit: int, data: st.DataObject) -> None:
+    """Every reader accepts a known field's string iff its UTF-8 form fits the field's bound."""
+    s = data.draw(near_a_bound(limit).filter(lambda v: "\x00" not in v))
+    kind, value = {
+        "engine_run_id": ("hello", {"stream_version": "1.3", "engine_run_id": s, "book_id": "b", "chunker_version": "c"}),
+        "book_id": ("hello", {"stream_version": "1.3", "engine_run_id": "r", "book_id": s, "chunker_version": "c"}),
+        "chunker_version": ("hello", {"stream_version": "1.3", "engine_run_id": "r", "book_id": "b", "chunker_version": s}),
+        "unit": ("unit_done", {"unit": s, "index": 0}),
+        "phase": ("progress", {"phases": {s: {"done": 0, "total": 1}}}),
+        "signature": ("bank_stop", {"signature": s}),
+        "scope": ("ceiling", {"halted": True, "scope": s}),
+        "outcome": ("finished", {"outcome": s, "exit_code": 0, "stop": None, "refusal": None, "volume": {"units_done": 0, "units_total": 0}}),
+        "refusal": ("finished", {"outcome": "o", "exit_code": 0, "stop": None, "refusal": s, "volume": {"units_done": 0, "units_total": 0}}),
+    }[field]
+    seq = 1 if kind == "hello" else 2
+    raw = orjson.dumps({"seq": seq, "type": kind, "time": TIME, "data": value}) + b"\n"
+    expected = "ok" if len(s.encode()) <= limit else "malformed"
+    assert assert_all_agree(raw) == expected
+
+
+@given(
+    st.integers(0, 2**63 - 1) | st.integers(0, 9),
+    st.integers(0, 2**63 - 1) | st.integers(0, 9),
+)
+def test_done_over_total_is_refused(done: int, total: int) -> None:
+    """A phase's done may reach its total, never pass it: every reader, and the emitter, agree."""
+    counts = {"done": done, "total": total}
+    raw = orjson.dumps(
+        {"seq": 2, "type": "progress", "time": TIME, "data": {"phases": {"a": counts}}}
+    ) + b"\n"
+    expected = "ok" if done <= total else "malformed"
+    assert assert_all_agree(raw) == expected
+    try:
+        PhaseCount(done=done, total=total)
+    except EventError:
+        assert expected == "malformed"
+
+
+@given(time_digits)
+def test_a_time_is_read_iff_it_is_a_real_instant(time: str) -> None:
+    """Any digits in the shape of `time`: every reader accepts exactly the real instants, and the
+    encoder writes exactly those."""
+    raw = orjson.dumps(
+        {"seq": 2, "type": "spend", "time": time, "data": {"committed_micro_usd": 1}}
+    ) + b"\n"
+    verdict = assert_all_agree(raw)
+    assert engine_line.is_time(time) == (verdict == "ok")
+
+
+# -- the writer never writes what a reader refuses ---------------------------------------------
+
+adversarial = any_strings | st.text(min_size=1, max_size=4)
+some_counts = st.integers(0, 2**63 - 1) | st.integers(0, 5)
+
+
+def progress_of(names: list[str], counts: list[Callable[[], PhaseCount]]) -> Progress:
+    return Progress(phases={name: count() for name, count in zip(names, counts, strict=False)})
+
+
+constructors: st.SearchStrategy[Callable[[], Event]] = st.one_of(
+    st.builds(
+        partial,
+        st.just(Hello),
+        engine_run_id=adversarial,
+        book_id=adversarial,
+        chunker_version=adversarial,
+    ),
+    st.builds(
+        partial,
+        st.just(progress_of),
+        st.lists(adversarial, max_size=3, unique=True),
+        st.lists(st.tuples(some_counts, some_counts), min_size=3, max_size=3).map(
+            lambda pairs: [partial(PhaseCount, *pair) for pair in pairs]
+        ),
+    ),
+    st.builds(partial, st.just(UnitDone), unit=adversarial, index=st.integers(0, 9)),
+    st.builds(partial, st.just(BankStop), signature=adversarial),
+    st.builds(
+        partial,
+        st.just(Finished),
+        outcome=adversarial,
+        exit_code=st.integers(0, 255),
+        units_done=st.integers(0, 9),
+        units_total=st.integers(0, 9),
+        committed_micro_usd=st.integers(0, 9),
+        refusal=st.none() | adversarial,
+    ),
+)
+"""Events as a host might build them, fields drawn anywhere: calling one may raise EventError."""
+
+
+@given(constructors, times)
+def test_every_line_the_emitter_writes_every_reader_accepts(
+    build: Callable[[], Event], time: Any
+) -> None:
+    """Whatever strings and counts a host passes, the emitter either refuses (when the event is
+    built, or when it is encoded) or writes a line all three readers accept."""
+    try:
+        event = build()
+        raw = encode_line(1 if event.type == "hello" else 2, event, time)
+    except EventError:
+        return
+    assert assert_all_agree(raw) == "ok"
 
 
 @settings(max_examples=20_000)
 @pytest.mark.slow
-@given(near_valid_lines() | st.binary(max_size=400).map(lambda b: b + b"\n"))
+@given(contract_shaped_lines() | st.binary(max_size=400).map(lambda b: b + b"\n"))
 def test_verdicts_agree_thoroughly(raw: bytes) -> None:
     """The same differential check at a fuzzing budget (run with --run-slow)."""
-    assert engine_verdict(raw) == platform_verdict(raw), raw
+    assert_all_agree(raw)

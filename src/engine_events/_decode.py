@@ -1,31 +1,44 @@
 """Reading a journal line back: the engine side's own reader, used by `verify`, `watch` and `status`.
 
 It accepts what the stream's minor versions may add (unknown fields, unknown event types) and refuses
-what no 1.x writer produces. Its verdicts are pinned by the shared test vectors in `tests/vectors/`,
-which the platform's separate decoder must reach too; a differential test looks for lines where the
-two readers disagree.
+what no 1.x writer produces: a line that is not one compact JSON object with exactly the keys seq,
+type, time, data in that order, a key twice in any object, U+0000 in any string or key, an
+impossible time, a string of a known field over its byte bound, a phase with done > total. Its
+verdicts are pinned by the shared test vectors in `tests/vectors/`, which the platform's separate
+decoder must reach too; a differential test looks for lines where the two readers disagree.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from ._events import STREAM_MAJOR
-from ._line import LINE_BYTES_MAX, TIME_PATTERN
+from ._events import IDENTIFIER_BYTES_MAX, STREAM_MAJOR, STREAM_VERSION_PATTERN, TEXT_BYTES_MAX
+from ._line import LINE_BYTES_MAX, contains_nul, is_time
 from ._money import require_micro_usd
 from .errors import MalformedLine, MoneyError, UnsupportedVersion
 
-_VERSION = re.compile(r"(\d+)\.(\d+)")
+_VERSION = STREAM_VERSION_PATTERN
+_FRAME_KEYS = ("seq", "type", "time", "data")
+_STRING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+"""A JSON string token, escapes included (`\\"` does not end it, `\\\\` is one escape)."""
+_WHITESPACE = re.compile(rb"[ \t\n\r]")
 
 INTEGER_MAX = 2**63 - 1
 """Every integer of a line (seq, counts, money) must fit a signed 64-bit integer."""
 
 NESTING_DEPTH_MAX = 64
 """The deepest nesting of arrays and objects a line may have (stream 1.3 needs 4)."""
+
+
+class _TimeMemo:
+    """The last time string found valid: lines of one commit share their time."""
+
+    last: object = object()  # equal to no JSON value until a valid time is seen
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,7 @@ def decode_line(raw: bytes) -> Line:
     body = raw[:-1]
     if body.startswith(b"\xef\xbb\xbf"):
         raise MalformedLine("line starts with a byte-order mark")
-    if b"\r" in body:
+    if body.find(b"\r") != -1:  # find, not `in`: `in` first tries the bytes as an integer
         raise MalformedLine("line contains a carriage return")
     if body.count(b"[") + body.count(b"{") > NESTING_DEPTH_MAX:
         depth = _nesting_depth(body)
@@ -64,16 +77,32 @@ def decode_line(raw: bytes) -> Line:
         raise MalformedLine(f"not JSON: {error}") from error
     if not isinstance(value, dict):
         raise MalformedLine("line is not a JSON object")
-    seq = value.get("seq")
+    # Every line the emitter writes is what orjson writes back from its value: that check alone
+    # proves it compact, free of duplicate keys. Anything else (another writer's escapes or number
+    # forms) gets the precise look.
+    if orjson.dumps(value) != body:
+        _check_compact(body)
+    if tuple(value) != _FRAME_KEYS:
+        raise MalformedLine(
+            f"the line's keys must be exactly seq, type, time, data, in that order: {_keys(value)}"
+        )
+    # U+0000 can only arrive as the escape; an escaped backslash followed by `u0000` is not it.
+    if body.find(b"\\u0000") != -1 and contains_nul(value):
+        raise MalformedLine("the line contains U+0000, which no reader can store")
+    seq = value["seq"]
     if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= INTEGER_MAX:
         raise MalformedLine(f"seq must be an integer >= 1, got {seq!r}")
-    kind = value.get("type")
+    kind = value["type"]
     if not isinstance(kind, str) or not kind:
         raise MalformedLine("type must be a non-empty string")
-    time = value.get("time")
-    if not isinstance(time, str) or not TIME_PATTERN.fullmatch(time):
-        raise MalformedLine(f"time must be RFC 3339 UTC with milliseconds, got {time!r}")
-    data = value.get("data")
+    time = value["time"]
+    if time != _TimeMemo.last:
+        if not is_time(time):
+            raise MalformedLine(
+                f"time must be a real instant, RFC 3339 UTC with milliseconds, got {time!r}"
+            )
+        _TimeMemo.last = time
+    data = value["data"]
     if not isinstance(data, dict):
         raise MalformedLine("data must be a JSON object")
     check = _DATA_CHECKS.get(kind)
@@ -103,6 +132,30 @@ def _major(version: str) -> int:
     return int(match.group(1))
 
 
+def _keys(value: dict[str, Any]) -> str:
+    return ", ".join(repr(key[:40]) for key in list(value)[:8])
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> None:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise MalformedLine(f"key {key[:40]!r} appears twice in one object")
+        seen.add(key)
+
+
+def _check_compact(body: bytes) -> None:
+    """Refuse whitespace outside strings and a key repeated in any object (the slow path)."""
+    if _WHITESPACE.search(_STRING_TOKEN.sub(b"", body)) is not None:
+        raise MalformedLine("the line is not compact: whitespace outside strings")
+    try:
+        json.loads(body, object_pairs_hook=_refuse_duplicate_keys)
+    except ValueError as error:  # orjson read it; only a limit of the json module can fail here
+        if isinstance(error, MalformedLine):
+            raise
+        raise MalformedLine(f"not JSON: {error}") from error
+
+
 def _nesting_depth(body: bytes) -> int:
     """The deepest nesting of `[` and `{` outside strings (only called on suspicious lines)."""
     depth = deepest = 0
@@ -125,12 +178,25 @@ def _nesting_depth(body: bytes) -> int:
     return deepest
 
 
-def _string(data: dict[str, Any], key: str, *, nullable: bool = False) -> None:
+def _bounded(value: str, field: str, limit_bytes: int) -> None:
+    # A character is at most 4 bytes of UTF-8: most strings need no encoding to be measured.
+    if len(value) * 4 > limit_bytes and len(value.encode()) > limit_bytes:
+        raise MalformedLine(f"{field} is longer than {limit_bytes} bytes of UTF-8")
+
+
+def _string(
+    data: dict[str, Any],
+    key: str,
+    *,
+    nullable: bool = False,
+    limit_bytes: int = IDENTIFIER_BYTES_MAX,
+) -> None:
     value = data.get(key)
     if value is None and nullable:
         return
     if not isinstance(value, str):
         raise MalformedLine(f"{key} must be a string, got {value!r}")
+    _bounded(value, key, limit_bytes)
 
 
 def _count(data: dict[str, Any], key: str) -> None:
@@ -147,11 +213,14 @@ def _object(data: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def _check_hello(data: dict[str, Any]) -> None:
+    # The version and the stream id are read even from another major's hello (its refusal names
+    # the stream), so their bounds apply before the major is judged.
     _string(data, "stream_version")
     major = _major(data["stream_version"])
     run_id = data.get("engine_run_id")
     if not isinstance(run_id, str) or not run_id:
         raise MalformedLine(f"engine_run_id must be a non-empty string, got {run_id!r}")
+    _bounded(run_id, "engine_run_id", IDENTIFIER_BYTES_MAX)
     if major != STREAM_MAJOR:
         return  # refused by require_supported; the rest is another major's business
     _string(data, "book_id")
@@ -160,10 +229,13 @@ def _check_hello(data: dict[str, Any]) -> None:
 
 def _check_progress(data: dict[str, Any]) -> None:
     for name, count in _object(data, "phases").items():
+        _bounded(name, "a phase name", IDENTIFIER_BYTES_MAX)
         if not isinstance(count, dict):
             raise MalformedLine(f"phase {name!r} must be an object")
         _count(count, "done")
         _count(count, "total")
+        if count["done"] > count["total"]:
+            raise MalformedLine(f"phase {name!r}: done must not exceed total")
 
 
 def _check_unit_done(data: dict[str, Any]) -> None:
@@ -174,7 +246,7 @@ def _check_unit_done(data: dict[str, Any]) -> None:
 
 
 def _check_bank_stop(data: dict[str, Any]) -> None:
-    _string(data, "signature")
+    _string(data, "signature", limit_bytes=TEXT_BYTES_MAX)
 
 
 def _check_ceiling(data: dict[str, Any]) -> None:

@@ -33,7 +33,13 @@ from ._lock import BookLock
 from ._projection import Projector
 from ._schema import migrate, require_durable
 from ._status_file import write_status_file
-from .errors import EngineEventsError, EventError, JournalWriteError, NotInTransaction
+from .errors import (
+    EngineEventsError,
+    EventError,
+    JournalWriteError,
+    NotInTransaction,
+    StreamFinished,
+)
 
 JournalErrorPolicy = Literal["degrade", "fail"]
 
@@ -65,6 +71,8 @@ class Emitter:
         self._earlier_streams_pending = False
         self._stream_no = 0
         self._last_seq = 0
+        self._finished_seq: int | None = None
+        """The seq of a `finished` this process stored, until the outbox shows it rolled back."""
         self._latest_progress: dict[str, Any] | None = None
         self.engine_run_id = ""
         self.book_id = ""
@@ -145,7 +153,9 @@ class Emitter:
         """Store `event` as the stream's next line, inside the host's open transaction.
 
         Returns its seq. Raises `NotInTransaction` outside a transaction, `EventError` for an event
-        that cannot be a line (a `hello`, a line over 1 MiB). Nothing is written to the file here.
+        that cannot be a line (a `hello`, a line over 1 MiB), `StreamFinished` once the stream's
+        `finished` is stored (committed, or earlier in the open transaction): it is the stream's
+        last line. Nothing is written to the file here.
         """
         if isinstance(event, Hello):
             raise EventError("the emitter writes the hello itself, at the start of the stream")
@@ -255,12 +265,31 @@ class Emitter:
                 f"emit({event.type}) outside a transaction: an event must be committed together "
                 "with the checkpoint it describes"
             )
+        if self._finished_seq is not None:
+            self._refuse_after_finished()
         projected = self._projector.projected.get(self._stream_no, 0)
         seq, _ = _outbox.store(self._conn, self._stream_no, event, projected)
         self._last_seq = seq
+        if event.type == "finished":
+            self._finished_seq = seq
         if event.type == "progress":
             self._latest_progress = event.data()["phases"]
         return seq
+
+    def _refuse_after_finished(self) -> None:
+        """Raise `StreamFinished` if the outbox holds this stream's `finished`.
+
+        Memory only says that a `finished` was stored once; whether it still is, the host's
+        transaction decides (a rollback, the emitter's or the host's own, takes it away). The last
+        outbox row of the stream, read inside the open transaction, carries the seq of the
+        stream's latest `finished`, so only this check costs a read, and only after a `finished`.
+        """
+        row = self._conn.execute(_sql.OUTBOX_LAST, {"stream_no": self._stream_no}).fetchone()
+        latest = dict(zip(_sql.SUMMARY_TYPES, row[2:], strict=True)) if row else {}
+        finished_seq = latest.get("finished")
+        if finished_seq is not None:
+            raise StreamFinished(finished_seq)
+        self._finished_seq = None
 
     def _on_journal_error(self, error: OSError) -> None:
         if self._policy == "fail":

@@ -18,17 +18,46 @@ from .errors import EventError
 STREAM_VERSION = "1.3"
 STREAM_MAJOR = 1
 
+IDENTIFIER_BYTES_MAX = 255
+"""The longest identifier-like string of a line, in UTF-8 bytes: `engine_run_id`, `book_id`,
+`chunker_version`, `stream_version`, `unit`, a phase name, `ceiling.scope`, `finished.outcome` and
+`finished.refusal`. The platform keeps them in indexed Postgres columns; a bound keeps every value
+storable. The platform's decoder has its own copy of the number (the sides share no code)."""
+
+TEXT_BYTES_MAX = 4096
+"""The longest free-text string of a line, in UTF-8 bytes: `bank_stop.signature`."""
+
 StopKind = Literal["soft", "hard"]
-STREAM_VERSION_PATTERN = re.compile(r"(\d+)\.(\d+)")
-"""`MAJOR.MINOR`: what every reader parses out of `hello.stream_version`."""
+STREAM_VERSION_PATTERN = re.compile(r"([0-9]+)\.([0-9]+)")
+"""`MAJOR.MINOR` in ASCII digits: what every reader parses out of `hello.stream_version`."""
 
 
-def _require_str(value: object, name: str, *, allow_empty: bool = False) -> str:
+def require_storable_str(value: str, name: str, limit_bytes: int) -> str:
+    """Refuse a string no reader may accept: over `limit_bytes` of UTF-8, a U+0000, or a lone
+    surrogate (which has no UTF-8 form). Postgres text and jsonb cannot hold U+0000."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise EventError(f"{name} is not valid Unicode (a lone surrogate)") from error
+    if size > limit_bytes:
+        raise EventError(f"{name} is {size} bytes of UTF-8, over the limit of {limit_bytes}")
+    if "\x00" in value:
+        raise EventError(f"{name} contains U+0000, which no reader can store")
+    return value
+
+
+def _require_str(
+    value: object,
+    name: str,
+    *,
+    allow_empty: bool = False,
+    limit_bytes: int = IDENTIFIER_BYTES_MAX,
+) -> str:
     if not isinstance(value, str):
         raise EventError(f"{name} must be a string, got {type(value).__name__}")
     if not allow_empty and not value:
         raise EventError(f"{name} must not be empty")
-    return value
+    return require_storable_str(value, name, limit_bytes)
 
 
 def _require_count(value: object, name: str) -> int:
@@ -81,6 +110,8 @@ class PhaseCount:
     def __post_init__(self) -> None:
         _require_count(self.done, "done")
         _require_count(self.total, "total")
+        if self.done > self.total:
+            raise EventError(f"done ({self.done}) must not exceed total ({self.total})")
 
 
 @dataclass(frozen=True)
@@ -129,7 +160,7 @@ class BankStop(Event):
     signature: str
 
     def __post_init__(self) -> None:
-        _require_str(self.signature, "signature")
+        _require_str(self.signature, "signature", limit_bytes=TEXT_BYTES_MAX)
 
     def data(self) -> dict[str, Any]:
         return {"signature": self.signature}

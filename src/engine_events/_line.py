@@ -17,8 +17,36 @@ from .errors import EventError, LineTooLong
 LINE_BYTES_MAX = 1024 * 1024
 """The largest line, newline included. The emitter refuses to emit a larger one."""
 
-TIME_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
-"""The shape of `time`: RFC 3339 UTC with milliseconds and `Z` (what `format_time` writes)."""
+SEQ_MAX = 2**63 - 1
+"""Every reader refuses a seq that does not fit a signed 64-bit integer."""
+
+TIME_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+"""The shape of `time`: RFC 3339 UTC with milliseconds and `Z` (what `format_time` writes).
+
+ASCII digits only: `\\d` would also match other scripts' digits, which no writer produces."""
+
+
+def is_time(value: object) -> bool:
+    """Whether `value` is a `time` every reader accepts: the shape of `TIME_PATTERN` naming a real
+    instant of years 1-9999 (no 30 February, no hour 24, no minute or second 60)."""
+    if not isinstance(value, str) or TIME_PATTERN.fullmatch(value) is None:
+        return False
+    try:
+        dt.datetime.fromisoformat(value[:-1])
+    except ValueError:
+        return False
+    return True
+
+
+def contains_nul(value: object) -> bool:
+    """Whether U+0000 is in any string of a parsed JSON value, keys included, at any depth."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any("\x00" in key or contains_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(item) for item in value)
+    return False
 
 
 def format_time(moment: dt.datetime) -> str:
@@ -35,14 +63,22 @@ def now_time() -> str:
 
 def encode_line(seq: int, event: Event, time: str) -> bytes:
     """Return the exact bytes of the line, newline included; raise `EventError` if it cannot be one."""
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-        raise EventError(f"seq must be an integer >= 1, got {seq!r}")
-    if not isinstance(time, str) or TIME_PATTERN.fullmatch(time) is None:
-        raise EventError(f"time must be RFC 3339 UTC with milliseconds and Z, got {time!r}")
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= SEQ_MAX:
+        raise EventError(f"seq must be an integer from 1 to 2**63 - 1, got {seq!r}")
+    if not is_time(time):
+        raise EventError(
+            f"time must be a real instant, RFC 3339 UTC with milliseconds and Z, got {time!r}"
+        )
+    value = {"seq": seq, "type": event.type, "time": time, "data": event.data()}
     try:
-        body = orjson.dumps({"seq": seq, "type": event.type, "time": time, "data": event.data()})
+        body = orjson.dumps(value)
     except orjson.JSONEncodeError as error:
         raise EventError(f"event {event.type!r} cannot be encoded: {error}") from error
+    # The stream 1.3 events refuse U+0000 when they are built; this also covers an event type a
+    # host defines itself. Only a line holding the escape can hold the character (the escape may
+    # also be an escaped backslash followed by `u0000`, hence the look at the value).
+    if b"\\u0000" in body and contains_nul(value):
+        raise EventError(f"event {event.type!r} contains U+0000, which no reader can store")
     line = body + b"\n"
     if len(line) > LINE_BYTES_MAX:
         raise LineTooLong(len(line), LINE_BYTES_MAX)

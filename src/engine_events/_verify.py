@@ -8,7 +8,9 @@ streams by their `hello` (its `engine_run_id`); every other line belongs to the 
 - start with a `hello` of seq 1 whose major version is 1 (else `unsupported_version`),
 - be dense: the next new seq is always the last one plus one (else `gap`),
 - repeat only byte-identical lines, for ANY earlier seq (else `payload_conflict`),
-- consist of lines that parse and respect the types and money rules of `_decode` (else `malformed`).
+- consist of lines that parse and respect the types and money rules of `_decode` (else `malformed`),
+- end at its `finished`: a new seq after it is `malformed` (a byte-identical repeat of an earlier
+  line is still only a duplicate).
 
 The FIRST problem of each stream is reported with its 1-based line number, the byte offset where the
 line starts and its seq (null when the line has none); the stream's later lines are counted but not
@@ -21,7 +23,10 @@ Recognising a repeat needs the digest of every accepted line. Those are kept by 
 bytes per line, in a small memory buffer that spills to an anonymous temporary file, so memory does
 not grow with the journal.
 
-`command` exits 0 when all is well, 1 when a problem was found, 2 when the file cannot be read.
+`command` exits 0 when all is well, 1 when a problem was found, 2 when the file cannot be read. The
+path must name a regular file: a FIFO, a socket, a device or a directory is refused before any read
+(a FIFO could block forever, a device never end). Output cut short by its reader (`verify J | head
+-1`) ends quietly, with the verdict's exit code.
 With `--json` it prints:
 
     {"ok": bool, "path": str, "lines": int, "bytes": int,
@@ -31,7 +36,8 @@ With `--json` it prints:
                   "problem": null | {"line": int, "offset": int, "seq": int | null, "detail": str}}],
      "orphans": [{"verdict": "malformed", "line", "offset", "seq", "detail"}]}
 
-and, when the file cannot be read, `{"ok": false, "path", "error": "unreadable", "detail"}`.
+and, when the file cannot be read, `{"ok": false, "path", "error": "unreadable", "detail"}`, or
+`"error": "not_a_regular_file"` when the path names something other than a regular file.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -51,7 +58,7 @@ import orjson
 
 from ._decode import Line, decode_line, require_supported
 from ._line import LINE_BYTES_MAX
-from .errors import LineError
+from .errors import LineError, NotARegularFile
 
 EXIT_OK = 0
 """Every stream is sound (a torn tail is only a note)."""
@@ -217,6 +224,8 @@ class _DigestStore:
 @dataclass
 class _Stream:
     report: StreamReport
+    finished_seq: int | None = None
+    """The seq of the stream's accepted `finished`: no new seq may follow it."""
     extent_seqs: list[int] = field(default_factory=list)
     """First seq of each run of this stream's digests that are contiguous in the store."""
     extent_indexes: list[int] = field(default_factory=list)
@@ -389,12 +398,21 @@ class _Checker:
             detail = f"seq {line.seq} repeats with bytes other than its first occurrence"
             report.problem = Problem("payload_conflict", number, offset, line.seq, detail)
             return
+        if stream.finished_seq is not None:
+            detail = (
+                f"seq {line.seq} comes after the stream's finished (seq {stream.finished_seq}), "
+                "the last line of a stream"
+            )
+            report.problem = Problem("malformed", number, offset, line.seq, detail)
+            return
         if line.seq > report.last_seq + 1:
             detail = f"seq {line.seq} follows seq {report.last_seq}"
             report.problem = Problem("gap", number, offset, line.seq, detail)
             return
         stream.remember(line.seq, hashlib.sha256(line.raw).digest(), self._store)
         report.last_seq = line.seq
+        if line.type == "finished":
+            stream.finished_seq = line.seq
 
     def _fail(
         self, stream: _Stream | None, number: int, offset: int, seq: int | None, detail: str
@@ -411,12 +429,52 @@ class _Checker:
             stream.report.problem = problem
 
 
+def _open_regular(path: Path) -> BinaryIO:
+    """Open `path` for reading, refusing anything but a regular file before any read.
+
+    `O_NONBLOCK` keeps the open itself from waiting for a FIFO's writer; the type is checked on
+    the opened descriptor (`fstat`), so the file cannot be swapped between check and read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        # A socket cannot be opened at all (ENXIO): name it for what it is.
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            raise error from None
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(error.errno, _file_kind(mode), str(path)) from error
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(0, _file_kind(mode), str(path))
+        return os.fdopen(fd, "rb", buffering=READ_BUFFER_BYTES)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    return f"{kind}, not a regular file"
+
+
 def verify_journal(path: Path) -> JournalReport:
     """Read the journal at `path` once and judge every stream in it.
 
-    Raises `OSError` when the file cannot be opened or read.
+    Raises `NotARegularFile` when the path names a FIFO, a socket, a device or a directory, and
+    `OSError` when the file cannot be opened or read.
     """
-    with open(path, "rb", buffering=READ_BUFFER_BYTES) as file, _DigestStore() as store:
+    with _open_regular(path) as file, _DigestStore() as store:
         checker = _Checker(str(path), store)
         for chunk in _chunks(file):
             checker.feed(chunk)
@@ -462,14 +520,32 @@ def command(journal: Path, *, as_json: bool) -> int:
         report = verify_journal(journal)
     except OSError as error:
         reason = error.strerror or str(error)
+        kind = "not_a_regular_file" if isinstance(error, NotARegularFile) else "unreadable"
         if as_json:
-            failure = {"ok": False, "path": str(journal), "error": "unreadable", "detail": reason}
-            print(orjson.dumps(failure, option=orjson.OPT_INDENT_2).decode())
+            failure = {"ok": False, "path": str(journal), "error": kind, "detail": reason}
+            print_output(orjson.dumps(failure, option=orjson.OPT_INDENT_2).decode())
         else:
             print(f"{journal}: cannot read the journal: {reason}", file=sys.stderr)
         return EXIT_UNREADABLE
     if as_json:
-        print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
+        print_output(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:
-        print(format_text(report))
+        print_output(format_text(report))
     return EXIT_OK if report.ok else EXIT_PROBLEM
+
+
+def print_output(text: str) -> None:
+    """Print `text` on stdout; a reader that went away (`verify J | head -1`) is no error.
+
+    As Python's documentation on SIGPIPE recommends: stdout is pointed at devnull, so that the
+    flush at exit does not fail again, and the command ends with its own exit code.
+    """
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)

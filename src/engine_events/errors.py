@@ -5,13 +5,16 @@
      ├── EventError (ValueError)           an event that cannot be encoded as a stream 1.3 line
      │    └── LineTooLong                  the encoded line would pass the 1 MiB limit
      ├── LineError (ValueError)            a journal line a reader must refuse
-     │    ├── MalformedLine                bad UTF-8 or JSON, wrong types, bad money, too long
+     │    ├── MalformedLine                bad UTF-8 or JSON, not compact, wrong types, bad money,
+     │    │                                a string over its bound or holding U+0000, too long
      │    └── UnsupportedVersion           a hello of a stream major other than 1
      ├── NotInTransaction (RuntimeError)   `emit` called outside the host's open transaction
+     ├── StreamFinished (RuntimeError)     `emit` after the stream's `finished` was stored
      ├── DurabilityError                   the host's SQLite connection does not commit durably
      ├── SchemaMismatch                    the database was written by a newer engine_events
      ├── ProjectLocked                     another process holds the book's lock
      ├── BookDirectoryError (OSError)      the book directory is missing or not writable
+     ├── NotARegularFile (OSError)         `verify` was given a FIFO, socket, device or directory
      └── JournalWriteError (OSError)       the journal could not be written (policy "fail")
 
 Each error that maps to an engine exit code carries it as `exit_code` (see `ExitCode`).
@@ -64,7 +67,9 @@ class LineError(EngineEventsError, ValueError):
 
 
 class MalformedLine(LineError):
-    """The line is not a valid stream 1.x line: bad UTF-8 or JSON, wrong types, bad money."""
+    """The line is not a valid stream 1.x line: bad UTF-8 or JSON, not one compact object with
+    the keys seq, type, time, data in that order (or a key twice), wrong types, bad money, an
+    impossible time, a string over its bound or holding U+0000."""
 
     kind = "malformed"
 
@@ -80,6 +85,19 @@ class NotInTransaction(EngineEventsError, RuntimeError):
 
     An event must be committed together with the checkpoint it describes.
     """
+
+
+class StreamFinished(EngineEventsError, RuntimeError):
+    """`emit` after the stream's `finished`: that line is the last of its stream.
+
+    Only a stored `finished` counts: one that was rolled back with its transaction does not.
+    """
+
+    def __init__(self, finished_seq: int) -> None:
+        super().__init__(
+            f"the stream ended with finished at seq {finished_seq}: nothing may follow it"
+        )
+        self.finished_seq = finished_seq
 
 
 class DurabilityError(EngineEventsError):
@@ -112,6 +130,11 @@ class BookDirectoryError(EngineEventsError, OSError):
     """The book directory is missing, not a directory, or not writable."""
 
     exit_code = ExitCode.SOURCE_UNREADABLE
+
+
+class NotARegularFile(EngineEventsError, OSError):
+    """A journal path that names a FIFO, a socket, a device or a directory: reading one could
+    block forever or never end, so it is refused before any read."""
 
 
 class JournalWriteError(EngineEventsError, OSError):

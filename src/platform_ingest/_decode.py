@@ -8,24 +8,37 @@ belongs to, and whether it comes in order, is the pass's business (`_pass`).
 Money is read only as a non-negative JSON integer of micro-USD that fits a Postgres bigint; a float
 (even `12.0`), a string (`"null"`, `"12"`), null, a bool or a negative number is refused, never
 read as zero.
+
+Everything a line may hold must be storable in Postgres: no U+0000 in any string or key (text and
+jsonb cannot hold it), the strings of known fields within their byte bounds. And a line is one
+compact object with exactly the keys seq, type, time, data in that order, no key twice in any
+object (the JSON parser would silently keep the last one).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
 from typing import Any, NamedTuple
 
 import orjson
 
 from .errors import (
+    DuplicateKey,
     HelloNotFirst,
     InvalidJson,
     InvalidUtf8,
     LineTooLong,
+    MalformedLine,
     MoneyNotInteger,
     NestingTooDeep,
     NotAnObject,
+    NotCompact,
+    NulCharacter,
+    StringTooLong,
     UnsupportedVersion,
+    WrongKeys,
     WrongType,
 )
 
@@ -41,10 +54,22 @@ STREAM_MAJOR = 1
 BIGINT_MAX = 2**63 - 1
 """Money and counts must fit a Postgres bigint."""
 
+IDENTIFIER_BYTES_MAX = 255
+"""The longest identifier-like string, in UTF-8 bytes: `engine_run_id`, `book_id`,
+`chunker_version`, `stream_version`, `unit`, a phase name, `ceiling.scope`, `finished.outcome`,
+`finished.refusal`. They land in indexed columns. (The engine keeps its own copy of the number.)"""
+
+TEXT_BYTES_MAX = 4096
+"""The longest free-text string, in UTF-8 bytes: `bank_stop.signature`."""
+
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
 _VERSION = re.compile(r"([0-9]+)\.([0-9]+)")
 _BOM = b"\xef\xbb\xbf"
 _JSON_TYPES = {bool: "a bool", int: "an integer", float: "a float", str: "a string"}
+_FRAME_KEYS = ("seq", "type", "time", "data")
+_STRING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+"""A JSON string token, escapes included (`\\"` does not end it, `\\\\` is one escape)."""
+_WHITESPACE = re.compile(rb"[ \t\n\r]")
 
 
 class Line(NamedTuple):
@@ -73,7 +98,7 @@ def decode_line(raw: bytes) -> Line:
         raise InvalidJson("the line does not end with a newline")
     if raw.startswith(_BOM):
         raise InvalidJson("the line starts with a byte-order mark")
-    if b"\r" in raw:
+    if raw.find(b"\r") != -1:  # find, not `in`: `in` first tries the bytes as an integer
         raise InvalidJson("the line contains a carriage return")
     if raw.count(b"[") + raw.count(b"{") > NESTING_DEPTH_MAX:
         depth = _nesting_depth(raw)
@@ -89,24 +114,86 @@ def decode_line(raw: bytes) -> Line:
         raise InvalidJson(f"not JSON: {error}") from error
     if type(value) is not dict:
         raise NotAnObject("the line is not a JSON object")
-    seq = value.get("seq")
+    # Every line the emitter writes is exactly what orjson writes back from its value (the newline
+    # aside): that alone proves it compact, with no key twice. Another writer's escapes or number
+    # forms get the precise look.
+    body = raw[:-1]
+    if orjson.dumps(value) != body:
+        _check_compact(body, value)
+    if tuple(value) != _FRAME_KEYS:
+        raise WrongKeys(
+            "the line's keys must be exactly seq, type, time, data, in that order",
+            seq=_seq_of(value),
+        )
+    # U+0000 can only arrive as the escape; an escaped backslash followed by `u0000` is not it.
+    if raw.find(b"\\u0000") != -1 and _contains_nul(value):
+        raise NulCharacter(
+            "the line contains U+0000, which Postgres cannot store", seq=_seq_of(value)
+        )
+    seq = value["seq"]
     if type(seq) is not int or seq < 1 or seq > BIGINT_MAX:
         raise WrongType("seq", "an integer >= 1")
-    kind = value.get("type")
+    kind = value["type"]
     if type(kind) is not str or not kind:
         raise WrongType("type", "a non-empty string", seq=seq)
-    time: Any = value.get("time")
+    time: Any = value["time"]
     if time != _TimeMemo.last:
-        if type(time) is not str or _TIME.fullmatch(time) is None:
-            raise WrongType("time", "RFC 3339 UTC with milliseconds and Z", seq=seq)
+        if type(time) is not str or _TIME.fullmatch(time) is None or not _real_instant(time):
+            raise WrongType("time", "a real instant, RFC 3339 UTC with milliseconds and Z", seq=seq)
         _TimeMemo.last = time
-    data = value.get("data")
+    data = value["data"]
     if type(data) is not dict:
         raise WrongType("data", "a JSON object", seq=seq)
     check = _CHECKS.get(kind)
     if check is not None:
         check(data, seq)
     return Line(seq, kind, time, data)
+
+
+def _seq_of(value: dict[str, Any]) -> int | None:
+    """The line's seq when it has a valid one, for a refusal found before the seq is judged."""
+    seq = value.get("seq")
+    return seq if type(seq) is int and 1 <= seq <= BIGINT_MAX else None
+
+
+def _check_compact(body: bytes, value: dict[str, Any]) -> None:
+    """Refuse whitespace outside strings and a key repeated in any object (the slow path)."""
+    if _WHITESPACE.search(_STRING_TOKEN.sub(b"", body)) is not None:
+        raise NotCompact("the line is not compact: whitespace outside strings", seq=_seq_of(value))
+
+    def refuse_duplicates(pairs: list[tuple[str, Any]]) -> None:
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key, seq=_seq_of(value))
+            seen.add(key)
+
+    try:
+        json.loads(body, object_pairs_hook=refuse_duplicates)
+    except MalformedLine:
+        raise
+    except ValueError as error:  # orjson read it; only a limit of the json module can fail here
+        raise InvalidJson(f"not JSON: {error}") from error
+
+
+def _contains_nul(value: object) -> bool:
+    """Whether U+0000 is in any string of a parsed value, keys included, at any depth."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any("\x00" in key or _contains_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_contains_nul(item) for item in value)
+    return False
+
+
+def _real_instant(time: str) -> bool:
+    """Whether a time of the right shape names a real instant (no 30 February, no hour 24)."""
+    try:
+        dt.datetime.fromisoformat(time[:-1])
+    except ValueError:
+        return False
+    return True
 
 
 def _nesting_depth(body: bytes) -> int:
@@ -150,12 +237,27 @@ def _money(data: dict[str, Any], key: str, seq: int, *, field: str | None = None
     return value
 
 
-def _string(data: dict[str, Any], key: str, seq: int, *, nullable: bool = False) -> None:
+def _bounded(value: str, field: str, limit_bytes: int, seq: int) -> None:
+    # A character is at most 4 bytes of UTF-8: most strings need no encoding to be measured.
+    if len(value) * 4 > limit_bytes and len(value.encode()) > limit_bytes:
+        raise StringTooLong(field, limit_bytes, seq=seq)
+
+
+def _string(
+    data: dict[str, Any],
+    key: str,
+    seq: int,
+    *,
+    nullable: bool = False,
+    limit_bytes: int = IDENTIFIER_BYTES_MAX,
+) -> None:
     value = data.get(key)
     if value is None and nullable:
         return
     if type(value) is not str:
         raise WrongType(key, "a string" + (" or null" if nullable else ""), seq=seq)
+    if len(value) * 4 > limit_bytes and len(value.encode()) > limit_bytes:
+        raise StringTooLong(key, limit_bytes, seq=seq)
 
 
 def _count(data: dict[str, Any], key: str, seq: int, *, field: str | None = None) -> None:
@@ -178,6 +280,8 @@ def stream_major(version: str) -> int | None:
 
 
 def _check_hello(data: dict[str, Any], seq: int) -> None:
+    # The version and the stream id are kept even from another major's hello (its refusal names
+    # the stream), so their bounds apply before the major is judged.
     _string(data, "stream_version", seq)
     major = stream_major(data["stream_version"])
     if major is None:
@@ -185,12 +289,15 @@ def _check_hello(data: dict[str, Any], seq: int) -> None:
     run_id = data.get("engine_run_id")
     if type(run_id) is not str or not run_id:
         raise WrongType("engine_run_id", "a non-empty string", seq=seq)
+    _bounded(run_id, "engine_run_id", IDENTIFIER_BYTES_MAX, seq)
     if major != STREAM_MAJOR:
         book = data.get("book_id")
+        if not isinstance(book, str) or len(book.encode()) > IDENTIFIER_BYTES_MAX:
+            book = ""  # nothing else of another major's hello is judged; an unfit id is not kept
         raise UnsupportedVersion(
             data["stream_version"],
             engine_run_id=run_id,
-            book_id=book if type(book) is str else "",
+            book_id=book,
             seq=seq,
         )
     _string(data, "book_id", seq)
@@ -201,13 +308,15 @@ def _check_hello(data: dict[str, Any], seq: int) -> None:
 
 def _check_progress(data: dict[str, Any], seq: int) -> None:
     for name, counts in _object(data, "phases", seq).items():
+        _bounded(name, "a phase name", IDENTIFIER_BYTES_MAX, seq)
         if type(counts) is not dict:
             raise WrongType(f"phases.{name}", "a JSON object", seq=seq)
         done, total = counts.get("done"), counts.get("total")
-        if type(done) is int and type(total) is int and 0 <= done <= BIGINT_MAX >= total >= 0:
+        if type(done) is int and type(total) is int and 0 <= done <= total <= BIGINT_MAX:
             continue
         _count(counts, "done", seq, field=f"phases.{name}.done")
         _count(counts, "total", seq, field=f"phases.{name}.total")
+        raise WrongType(f"phases.{name}.done", f"at most phases.{name}.total", seq=seq)
 
 
 def _check_unit_done(data: dict[str, Any], seq: int) -> None:
@@ -218,7 +327,7 @@ def _check_unit_done(data: dict[str, Any], seq: int) -> None:
 
 
 def _check_bank_stop(data: dict[str, Any], seq: int) -> None:
-    _string(data, "signature", seq)
+    _string(data, "signature", seq, limit_bytes=TEXT_BYTES_MAX)
 
 
 def _check_ceiling(data: dict[str, Any], seq: int) -> None:

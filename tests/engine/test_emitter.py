@@ -6,11 +6,14 @@ import errno
 import os
 import sqlite3
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine_events import (
     BookDirectoryError,
@@ -32,6 +35,7 @@ from engine_events._emitter import Emitter
 from engine_events._lock import BookLock
 from engine_events._schema import DATABASE_FILE_NAME, SCHEMA_VERSION, connect
 from engine_events._status import read_status
+from engine_events.errors import StreamFinished
 
 
 def journal_lines(book_dir: Path) -> list[dict[str, object]]:
@@ -129,9 +133,10 @@ def test_line_over_the_limit_is_refused_and_the_transaction_survives(
     conn: sqlite3.Connection, book_dir: Path
 ) -> None:
     """An event whose line would pass 1 MiB raises LineTooLong; nothing of it is stored."""
+    phases = {f"{i:05d}" + "x" * 250: PhaseCount(done=0, total=1) for i in range(4400)}
     with Emitter.open(conn, book_dir) as emitter, emitter.transaction():
         with pytest.raises(LineTooLong):
-            emitter.emit(UnitDone(unit="x" * (1024 * 1024), index=0))
+            emitter.emit(Progress(phases=phases))
         emitter.emit(Spend(committed_micro_usd=3))
     assert [line["type"] for line in journal_lines(book_dir)] == ["hello", "spend"]
     assert journal_lines(book_dir)[1]["seq"] == 2
@@ -318,3 +323,140 @@ def test_a_commit_that_fails_projects_nothing(conn: sqlite3.Connection, book_dir
             assert emitter.emit(Spend(committed_micro_usd=10)) == 2
     lines = journal_lines(book_dir)
     assert [(line["seq"], line["data"]) for line in lines[1:]] == [(2, {"committed_micro_usd": 10})]
+
+
+FINISHED = Finished(
+    outcome="clean", exit_code=0, units_done=1, units_total=1, committed_micro_usd=5
+)
+
+
+def test_nothing_may_follow_a_committed_finished(conn: sqlite3.Connection, book_dir: Path) -> None:
+    """Once the stream's finished is committed, emit raises StreamFinished and stores nothing; the
+    host's transaction itself goes on."""
+    with Emitter.open(conn, book_dir) as emitter:
+        with emitter.transaction():
+            assert emitter.emit(FINISHED) == 2
+        with emitter.transaction():
+            conn.execute("CREATE TABLE host_rows (x)")
+            with pytest.raises(StreamFinished) as raised:
+                emitter.emit(Spend(committed_micro_usd=9))
+            assert raised.value.finished_seq == 2
+            conn.execute("INSERT INTO host_rows VALUES (1)")
+        assert conn.execute("SELECT count(*) FROM host_rows").fetchone() == (1,)
+        with emitter.transaction(), pytest.raises(StreamFinished):
+            emitter.emit(FINISHED)
+    assert [line["type"] for line in journal_lines(book_dir)] == ["hello", "finished"]
+
+
+def test_nothing_may_follow_a_finished_in_the_same_transaction(
+    conn: sqlite3.Connection, book_dir: Path
+) -> None:
+    """A finished stored earlier in the open transaction already ends the stream."""
+    with Emitter.open(conn, book_dir) as emitter, emitter.transaction():
+        emitter.emit(FINISHED)
+        with pytest.raises(StreamFinished):
+            emitter.emit(UnitDone(unit="u", index=0))
+    assert [line["type"] for line in journal_lines(book_dir)] == ["hello", "finished"]
+
+
+def test_a_rolled_back_finished_does_not_end_the_stream(
+    conn: sqlite3.Connection, book_dir: Path
+) -> None:
+    """A finished rolled back with its transaction (the emitter's, or the host's own) never
+    existed: the stream goes on, and may end later with another finished."""
+    with Emitter.open(conn, book_dir) as emitter:
+        with pytest.raises(RuntimeError, match="host failed"), emitter.transaction():
+            emitter.emit(FINISHED)
+            raise RuntimeError("host failed")
+        conn.execute("BEGIN IMMEDIATE")
+        emitter.emit(FINISHED)
+        conn.rollback()
+        with emitter.transaction():
+            assert emitter.emit(Spend(committed_micro_usd=3)) == 2
+            assert emitter.emit(FINISHED) == 3
+        with emitter.transaction(), pytest.raises(StreamFinished):
+            emitter.emit(Spend(committed_micro_usd=4))
+    assert [line["type"] for line in journal_lines(book_dir)] == ["hello", "spend", "finished"]
+
+
+def test_a_finished_whose_commit_failed_does_not_end_the_stream(
+    conn: sqlite3.Connection, book_dir: Path
+) -> None:
+    """When COMMIT itself fails, the finished is gone with its transaction."""
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    conn.execute(
+        "CREATE TABLE child (parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)"
+    )
+    with Emitter.open(conn, book_dir) as emitter:
+        with pytest.raises(sqlite3.IntegrityError), emitter.transaction():
+            conn.execute("INSERT INTO child (parent_id) VALUES (42)")
+            emitter.emit(FINISHED)
+        with emitter.transaction():
+            assert emitter.emit(Spend(committed_micro_usd=10)) == 2
+
+
+# Each step is one transaction: the kinds of its events, then whether it commits.
+transactions = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(["spend", "unit_done", "finished"]), min_size=1, max_size=3),
+        st.sampled_from(["commit", "rollback", "host_rollback"]),
+    ),
+    max_size=8,
+)
+
+
+@settings(deadline=None)
+@given(transactions)
+def test_the_journal_never_holds_a_line_after_finished(
+    plan: list[tuple[list[str], str]],
+) -> None:
+    """Whatever the host commits or rolls back, emit refuses exactly the events after a stored
+    finished, and the journal's stream ends at its first committed finished."""
+    with tempfile.TemporaryDirectory() as scratch:
+        book = Path(scratch) / "book"
+        book.mkdir()
+        conn = connect(book / DATABASE_FILE_NAME)
+        committed: list[str] = []
+        with Emitter.open(conn, book) as emitter:
+            for kinds, ending in plan:
+                conn.execute("BEGIN IMMEDIATE")
+                stored = [*committed]
+                for kind in kinds:
+                    event = {
+                        "spend": Spend(committed_micro_usd=1),
+                        "unit_done": UnitDone(unit="u", index=0),
+                        "finished": FINISHED,
+                    }[kind]
+                    if "finished" in stored:
+                        with pytest.raises(StreamFinished):
+                            emitter.emit(event)
+                    else:
+                        assert emitter.emit(event) == len(stored) + 2
+                        stored.append(kind)
+                if ending == "commit":
+                    conn.commit()
+                    emitter.flush()
+                    committed = stored
+                else:
+                    conn.rollback()
+        conn.close()
+        types = [line["type"] for line in journal_lines(book)]
+        assert types == ["hello", *committed]
+        assert "finished" not in types[:-1]
+
+
+def test_a_hello_the_readers_would_refuse_is_refused_at_open(book_dir: Path) -> None:
+    """A stream id or book id over 255 bytes or holding U+0000 fails the open, writes nothing,
+    and releases the lock."""
+    conn = connect(book_dir / DATABASE_FILE_NAME)
+    for fields in (
+        {"engine_run_id": "r" * 256},
+        {"book_id": "b\x00"},
+        {"chunker_version": "é" * 128},
+    ):
+        with pytest.raises(EventError):
+            Emitter.open(conn, book_dir, **fields)
+    conn.close()
+    assert not (book_dir / "events.jsonl").exists() or journal_lines(book_dir) == []
+    assert BookLock(book_dir).held

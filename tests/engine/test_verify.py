@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -14,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine_events import _verify
-from engine_events._events import Finished, Hello, Spend, UnitDone
+from engine_events._events import Finished, Hello, Spend
 from engine_events._line import LINE_BYTES_MAX, encode_line
 from engine_events._verify import JournalReport, command, verify_journal
 
@@ -185,8 +189,8 @@ def test_a_malformed_hello_that_names_its_stream_opens_it(tmp_path: Path) -> Non
 
 def test_a_line_of_exactly_the_limit_passes_and_a_longer_one_is_malformed(tmp_path: Path) -> None:
     """A 1 MiB line is read; a longer one is malformed with no seq; the next stream is judged."""
-    base = len(encode_line(2, UnitDone(unit="u", index=0), T))
-    exact = encode_line(2, UnitDone(unit="u" * (1 + LINE_BYTES_MAX - base), index=0), T)
+    exact = unit_line(2, 0)
+    exact = unit_line(2, LINE_BYTES_MAX - len(exact))
     assert len(exact) == LINE_BYTES_MAX
     too_long = exact[:-3] + b"xxxxx" + b"}}\n"
     ok = verify_journal(write(tmp_path, hello(RUN_A), exact, spend(3, 1)))
@@ -278,14 +282,169 @@ def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert out["error"] == "unreadable"
 
 
-def test_directory_exits_2(tmp_path: Path) -> None:
-    """A directory given as the journal cannot be read: exit 2."""
+def test_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A directory given as the journal is not a regular file: exit 2, and JSON that says so."""
     assert command(tmp_path, as_json=False) == 2
+    assert "a directory, not a regular file" in capsys.readouterr().err
+    assert command(tmp_path, as_json=True) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert (out["ok"], out["error"]) == (False, "not_a_regular_file")
+
+
+def run_verify(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "engine_events._cli", "verify", *args],
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    """A FIFO with no writer would block a plain open (and a read) forever: verify refuses it at
+    once, exit 2, `not_a_regular_file`."""
+    fifo = tmp_path / "events.jsonl"
+    os.mkfifo(fifo)
+    done = run_verify(str(fifo), "--json", timeout=20)
+    assert done.returncode == 2, done.stderr
+    out = json.loads(done.stdout)
+    assert out == {
+        "ok": False,
+        "path": str(fifo),
+        "error": "not_a_regular_file",
+        "detail": "a FIFO, not a regular file",
+    }
+
+
+def test_a_fifo_with_a_live_writer_is_refused_too(tmp_path: Path) -> None:
+    """Even with a writer that never closes (a read would never end), nothing is read."""
+    fifo = tmp_path / "events.jsonl"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    writer = os.open(fifo, os.O_WRONLY)
+    try:
+        os.write(writer, hello(RUN_A))
+        assert command(fifo, as_json=False) == 2
+        assert os.read(reader, 4096) == hello(RUN_A)  # verify took none of it
+    finally:
+        os.close(writer)
+        os.close(reader)
+
+
+def test_a_socket_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Unix socket cannot even be opened: it is still named `not_a_regular_file`."""
+    path = tmp_path / "s"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        assert command(path, as_json=True) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert (out["error"], out["detail"]) == ("not_a_regular_file", "a socket, not a regular file")
+
+
+def test_a_device_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """A character device (`/dev/zero` would never end) is refused before any read."""
+    assert command(Path("/dev/zero"), as_json=True) == 2
+    out = json.loads(capsys.readouterr().out)
+    assert (out["error"], out["detail"]) == (
+        "not_a_regular_file",
+        "a character device, not a regular file",
+    )
+
+
+def test_a_symlink_to_a_regular_file_is_read(tmp_path: Path) -> None:
+    """The check is on what the path opens: a link to a journal is a journal."""
+    target = write(tmp_path, hello(RUN_A), spend(2, 1))
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    assert verify_journal(link).ok
+
+
+def test_an_unreadable_file_keeps_the_unreadable_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Other OS errors (here: a missing parent) still say `unreadable`."""
+    assert command(tmp_path / "absent" / "events.jsonl", as_json=True) == 2
+    assert json.loads(capsys.readouterr().out)["error"] == "unreadable"
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_output_cut_short_by_its_reader_ends_quietly(tmp_path: Path, as_json: bool) -> None:
+    """`verify J | head -1`: the reader goes away after one line; verify ends with no traceback
+    and with the verdict's exit code (the journal was judged whole)."""
+    path = write(tmp_path, *(hello(f"run-{n:05d}") for n in range(4000)))
+    args = [sys.executable, "-m", "engine_events._cli", "verify", str(path)]
+    if as_json:
+        args.append("--json")
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    assert process.stderr is not None
+    first = process.stdout.readline()
+    process.stdout.close()  # more than a pipe's buffer is still to come
+    stderr = process.stderr.read().decode()
+    process.stderr.close()
+    assert process.wait(timeout=60) == 0
+    assert first
+    assert stderr == ""
+
+
+def test_output_through_head_has_no_traceback(tmp_path: Path) -> None:
+    """The same through a shell pipeline, as an operator types it."""
+    path = write(tmp_path, *(hello(f"run-{n:05d}") for n in range(4000)), spend(5, 1))
+    done = subprocess.run(
+        f"'{sys.executable}' -m engine_events._cli verify '{path}' | head -1",
+        shell=True, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.stdout.count("\n") == 1
+    assert "PROBLEMS FOUND" in done.stdout
+    assert done.stderr == ""
+
+
+def test_a_new_seq_after_finished_is_malformed(tmp_path: Path) -> None:
+    """`finished` is the last line of its stream: the next seq after it is malformed, reported
+    with its line, offset and seq; the stream's later lines are not judged."""
+    lines = [hello(RUN_A), spend(2, 1), finished(3), spend(4, 2), spend(5, 3)]
+    report = verify_journal(write(tmp_path, *lines))
+    (stream,) = report.streams
+    assert stream.verdict == "malformed"
+    assert stream.problem is not None
+    assert (stream.problem.line, stream.problem.offset, stream.problem.seq) == (
+        4,
+        sum(len(x) for x in lines[:3]),
+        4,
+    )
+    assert "finished" in stream.problem.detail
+    assert stream.last_seq == 3
+    assert not report.ok
+
+
+def test_a_gap_after_finished_is_reported_as_a_line_after_finished(tmp_path: Path) -> None:
+    """Any new seq beyond the finished one is a line after finished, not a gap."""
+    (stream,) = verify_journal(write(tmp_path, hello(RUN_A), finished(2), spend(9, 1))).streams
+    assert stream.verdict == "malformed"
+    assert stream.problem is not None
+    assert stream.problem.seq == 9
+
+
+def test_repeats_after_finished_are_still_duplicates_or_conflicts(tmp_path: Path) -> None:
+    """After finished, a byte-identical repeat of an earlier line (the finished itself, the hello,
+    any line) is a duplicate, and a repeat with other bytes a payload conflict."""
+    lines = [hello(RUN_A), spend(2, 1), finished(3), spend(2, 1), finished(3), hello(RUN_A)]
+    report = verify_journal(write(tmp_path, *lines))
+    assert report.ok
+    assert (report.streams[0].duplicates, report.streams[0].last_seq) == (3, 3)
+    conflicting = verify_journal(write(tmp_path, *lines, spend(2, 7))).streams[0]
+    assert conflicting.verdict == "payload_conflict"
+
+
+def test_a_resumed_stream_after_a_finished_one_is_judged_on_its_own(tmp_path: Path) -> None:
+    """A finished ends its own stream only: the next stream's lines follow it freely."""
+    lines = [hello(RUN_A), finished(2), hello(RUN_B), spend(2, 1), finished(3)]
+    report = verify_journal(write(tmp_path, *lines))
+    assert report.ok
+    assert [s.last_seq for s in report.streams] == [2, 3]
 
 
 # A model of journals: each step is (stream index, action) where the action appends the stream's
-# next seq, repeats an earlier seq (same bytes or other bytes) or skips one.
-ACTIONS = ["next", "next", "next", "repeat", "conflict", "skip"]
+# next seq, repeats an earlier seq (same bytes or other bytes), skips one, or finishes the stream.
+ACTIONS = ["next", "next", "next", "repeat", "conflict", "skip", "finish"]
 steps = st.lists(
     st.tuples(st.integers(0, 2), st.sampled_from(ACTIONS), st.integers(0, 10**6)), max_size=60
 )
@@ -300,6 +459,7 @@ def test_verdicts_match_a_simple_model_with_digests_spilled(
     lines: list[bytes] = []
     stored: dict[str, dict[int, bytes]] = {}
     expected: dict[str, tuple[str, int | None]] = {}
+    ended: set[str] = set()
     current: str | None = None
     for index, action, pick in plan:
         run = runs[index]
@@ -310,8 +470,12 @@ def test_verdicts_match_a_simple_model_with_digests_spilled(
             expected.setdefault(run, ("ok", None))
         seqs = stored[run]
         last = max(seqs)
+        new_seq = action in ("next", "finish", "skip")
         if action == "next":
             raw = spend(last + 1, pick)
+            seqs[last + 1] = raw
+        elif action == "finish":
+            raw = finished(last + 1)
             seqs[last + 1] = raw
         elif action == "repeat":
             raw = seqs[1 + pick % last]
@@ -324,10 +488,14 @@ def test_verdicts_match_a_simple_model_with_digests_spilled(
             raw = spend(last + 2, pick)
         lines.append(raw)
         if expected[run][0] == "ok":
-            if action == "conflict":
+            if new_seq and run in ended:
+                expected[run] = ("malformed", len(lines))
+            elif action == "conflict":
                 expected[run] = ("payload_conflict", len(lines))
             elif action == "skip":
                 expected[run] = ("gap", len(lines))
+            elif action == "finish":
+                ended.add(run)
     with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as scratch:
         patch.setattr(_verify, "DIGEST_BUFFER_BYTES_MAX", 2 * _verify.DIGEST_BYTES)
         journal = Path(scratch) / "events.jsonl"
@@ -341,8 +509,10 @@ def test_verdicts_match_a_simple_model_with_digests_spilled(
 
 
 def unit_line(seq: int, pad_chars: int) -> bytes:
-    unit = f"u-{seq:08d}-" + "p" * pad_chars
-    data = f'{{"unit":"{unit}","index":{seq}}}'
+    """A unit_done line padded by `pad_chars` in a field of a newer minor (bounded only by the
+    line, unlike the unit's id)."""
+    note = "p" * pad_chars
+    data = f'{{"unit":"u-{seq:08d}","index":{seq},"note":"{note}"}}'
     return f'{{"seq":{seq},"type":"unit_done","time":"{T}","data":{data}}}\n'.encode()
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,18 @@ from platform_ingest import (
     WrongType,
     decode_line,
 )
+from platform_ingest._decode import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX
 from platform_ingest._journal import Hint, Journal, file_identity
+from platform_ingest.errors import (
+    DuplicateKey,
+    MalformedLine,
+    NotCompact,
+    NulCharacter,
+    StringTooLong,
+    WrongKeys,
+)
+
+T = "2026-11-30T02:08:57.213Z"
 
 
 @pytest.mark.parametrize(
@@ -46,6 +59,20 @@ from platform_ingest._journal import Hint, Journal, file_identity
         (hello().replace(b'"seq":1', b'"seq":3'), HelloNotFirst, 3),
         (hello(version="3.1"), UnsupportedVersion, 1),
         (line(9, "x", {"pad": "y" * LINE_BYTES_MAX}), LineTooLong, None),
+        (b" " + spend(2, 1), NotCompact, 2),
+        (spend(2, 1).replace(b'"seq":2', b'"seq": 2'), NotCompact, 2),
+        (spend(2, 1).replace(b"}}", b',"committed_micro_usd":1}}'), DuplicateKey, 2),
+        (spend(2, 1).replace(b'"seq":2,', b'"seq":2,"seq":2,'), DuplicateKey, 2),
+        (spend(2, 1).replace(b'"seq":2,"type":"spend"', b'"type":"spend","seq":2'), WrongKeys, 2),
+        (spend(2, 1)[:-2] + b',"more":1}\n', WrongKeys, 2),
+        (unit_done(3, "u\x00", 0), NulCharacter, 3),
+        (line(3, "x", {"k\x00": 1}), NulCharacter, 3),
+        (unit_done(3, "u" * 256, 0), StringTooLong, 3),
+        (hello(run="r" * 256), StringTooLong, 1),
+        (hello(run="r" * 256, version="2.0"), StringTooLong, 1),
+        (line(3, "bank_stop", {"signature": "s" * 4097}), StringTooLong, 3),
+        (spend(2, 1).replace(T.encode(), b"2026-02-30T02:08:57.213Z"), WrongType, 2),
+        (line(2, "progress", {"phases": {"a": {"done": 3, "total": 2}}}), WrongType, 2),
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else None,
 )
@@ -82,6 +109,95 @@ def test_a_line_of_exactly_the_limit_is_read() -> None:
     assert decode_line(exact).seq == 2
     with pytest.raises(LineTooLong):
         decode_line(exact.replace(b'"pad":"', b'"pad":"y'))
+
+
+STRING_FIELDS = [
+    ("engine_run_id", IDENTIFIER_BYTES_MAX, lambda v: hello(run=v)),
+    ("book_id", IDENTIFIER_BYTES_MAX, lambda v: hello(book=v)),
+    ("stream_version", IDENTIFIER_BYTES_MAX, lambda v: hello(version="1." + "0" * (len(v.encode()) - 2))),
+    ("unit", IDENTIFIER_BYTES_MAX, lambda v: unit_done(3, v, 0)),
+    (
+        "a phase name",
+        IDENTIFIER_BYTES_MAX,
+        lambda v: line(2, "progress", {"phases": {v: {"done": 0, "total": 0}}}),
+    ),
+    ("signature", TEXT_BYTES_MAX, lambda v: line(3, "bank_stop", {"signature": v})),
+    (
+        "scope",
+        IDENTIFIER_BYTES_MAX,
+        lambda v: line(3, "ceiling", {"halted": True, "scope": v}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("field", "limit", "build"), STRING_FIELDS, ids=[f for f, _, _ in STRING_FIELDS])
+def test_string_too_long_names_its_field_and_bound_not_its_value(
+    field: str, limit: int, build: Callable[[str], bytes]
+) -> None:
+    """A string one byte over its bound (in UTF-8 bytes) is refused with the field, the bound and
+    the seq; the value itself is never quoted (it may be a book's data)."""
+    assert decode_line(build("€" * (limit // 3) + "a" * (limit % 3)))
+    with pytest.raises(StringTooLong) as caught:
+        decode_line(build("€" * (limit // 3) + "a" * (limit % 3 + 1)))
+    assert (caught.value.field, caught.value.limit_bytes) == (field, limit)
+    assert caught.value.seq is not None
+    assert "€" not in str(caught.value)
+
+
+def test_the_time_memo_never_lets_an_impossible_time_through() -> None:
+    """Lines of one commit share their time, so the last valid time is remembered; a time that is
+    not remembered is judged in full, whatever came before it."""
+    for _ in range(2):
+        assert decode_line(spend(2, 1)).time == T
+        with pytest.raises(WrongType, match="time"):
+            decode_line(spend(3, 1).replace(T.encode(), b"2026-11-30T24:00:00.000Z"))
+
+
+def test_another_writers_escapes_read_like_the_emitters_bytes() -> None:
+    """A line that is compact and in order but escaped otherwise (`json.dumps`'s ASCII escapes,
+    `\\/`, an exponent) is read, to the same value as the canonical line."""
+    data = {"unit": "été/ü", "index": 0, "ratio": 100.0}
+    canonical = line(3, "unit_done", data)
+    escaped = (
+        json.dumps({"seq": 3, "type": "unit_done", "time": T, "data": data}, separators=(",", ":"))
+        .replace("/", "\\/")
+        .replace("100.0", "1E2")
+        .encode()
+        + b"\n"
+    )
+    assert escaped != canonical
+    assert decode_line(escaped) == decode_line(canonical)
+
+
+def test_an_escaped_backslash_before_u0000_is_not_nul() -> None:
+    """`\\\\u0000` in a line is a backslash and the text u0000, which Postgres stores."""
+    raw = unit_done(3, "C:\\u0000", 0)
+    assert b"\\\\u0000" in raw
+    assert decode_line(raw).data["unit"] == "C:\\u0000"
+
+
+def test_unsupported_version_keeps_no_unstorable_book_id() -> None:
+    """Another major's hello is refused without judging its book_id, but an id Postgres could not
+    hold is not carried on the refusal."""
+    with pytest.raises(UnsupportedVersion) as caught:
+        decode_line(hello("run-x", book="b" * 300, version="2.0"))
+    assert caught.value.book_id == ""
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b" " + spend(2, 1),
+        unit_done(3, "u\x00", 0),
+        unit_done(3, "u" * 256, 0),
+        line(2, "progress", {"phases": {"a": {"done": 3, "total": 2}}}),
+    ],
+)
+def test_new_refusals_are_malformed(raw: bytes) -> None:
+    """Each new refusal is a `MalformedLine`: the attempt is quarantined as malformed."""
+    with pytest.raises(MalformedLine) as caught:
+        decode_line(raw)
+    assert caught.value.kind == "malformed"
 
 
 def _lines(path: Path, start: int = 0) -> list[tuple[int, bytes | LineTooLong]]:

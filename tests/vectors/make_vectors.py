@@ -21,7 +21,12 @@ BOOK = "book-vectors"
 
 
 def line(seq: int, kind: str, data: dict[str, Any], time: str = T) -> str:
-    return json.dumps({"seq": seq, "type": kind, "time": time, "data": data}, separators=(",", ":"))
+    """A line as the emitter writes it: compact, UTF-8 as it is (only what JSON must is escaped)."""
+    return json.dumps(
+        {"seq": seq, "type": kind, "time": time, "data": data},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
 
 
 def hello(run: str, version: str = "1.3", book: str = BOOK) -> str:
@@ -177,6 +182,235 @@ LINES: list[dict[str, Any]] = [
     },
 ]
 
+# The rules that tighten SPEC § 3 (see docs/reference/stream-format.md, "Bounds and canonical
+# form"): every string of a known field within its bound in UTF-8 bytes (identifiers 255, the bank
+# signature 4096), no U+0000 anywhere, one compact object with exactly the keys seq, type, time, data
+# in that order and no key twice at any depth, a time that names a real instant, done <= total.
+IDENTIFIER_BYTES_MAX = 255
+TEXT_BYTES_MAX = 4096
+
+
+def sized(size_bytes: int, char: str = "a") -> str:
+    """A string of exactly `size_bytes` bytes of UTF-8: `char` repeated, topped up with ASCII."""
+    width = len(char.encode())
+    return char * (size_bytes // width) + "a" * (size_bytes % width)
+
+
+def hello_with(**fields: str) -> str:
+    data = {"stream_version": "1.3", "engine_run_id": RUN_A, "book_id": BOOK, "chunker_version": "c1"}
+    data.update(fields)
+    return line(1, "hello", data)
+
+
+def unit_done(unit: str, seq: int = 3) -> str:
+    return line(seq, "unit_done", {"unit": unit, "index": 0})
+
+
+def progress(phases: dict[str, Any]) -> str:
+    return line(2, "progress", {"phases": phases})
+
+
+def finished_with(**fields: Any) -> str:
+    data: dict[str, Any] = {
+        "outcome": "clean",
+        "exit_code": 0,
+        "stop": None,
+        "refusal": None,
+        "volume": {"units_done": 2, "units_total": 2},
+        "money": {"committed_micro_usd": 2000},
+    }
+    data.update(fields)
+    return line(5, "finished", data)
+
+
+SPEND = spend(4, 7)
+NUL_ESCAPE = "\\u0000"  # U+0000 as it stands in a line's text (JSON has no other way to write it)
+LINES += [
+    # String bounds, counted in UTF-8 bytes.
+    {"name": "bound_run_id_255", "line": hello_with(engine_run_id=sized(255)), "verdict": "ok"},
+    {"name": "bound_run_id_256", "line": hello_with(engine_run_id=sized(256)), "verdict": "malformed"},
+    {
+        "name": "bound_run_id_256_of_a_major_2_hello",
+        "line": hello_with(stream_version="2.0", engine_run_id=sized(256)),
+        "verdict": "malformed",
+    },
+    {"name": "bound_book_id_255_two_byte", "line": hello_with(book_id=sized(255, "é")), "verdict": "ok"},
+    {
+        "name": "bound_book_id_256_two_byte",
+        "line": hello_with(book_id=sized(256, "é")),
+        "verdict": "malformed",
+    },
+    {
+        "name": "bound_chunker_version_256",
+        "line": hello_with(chunker_version=sized(256)),
+        "verdict": "malformed",
+    },
+    {
+        "name": "bound_stream_version_255",
+        "line": hello_with(stream_version="1." + "0" * 253),
+        "verdict": "ok",
+    },
+    {
+        "name": "bound_stream_version_256",
+        "line": hello_with(stream_version="1." + "0" * 254),
+        "verdict": "malformed",
+    },
+    {
+        # Before the bound, a reader turned these digits into an integer and crashed on the
+        # interpreter's limit of 4300 digits.
+        "name": "bound_stream_version_5000_digits",
+        "line": hello_with(stream_version="1" * 5000 + ".3"),
+        "verdict": "malformed",
+    },
+    {"name": "bound_unit_255_three_byte", "line": unit_done(sized(255, "€")), "verdict": "ok"},
+    {"name": "bound_unit_256_three_byte", "line": unit_done(sized(256, "€")), "verdict": "malformed"},
+    {
+        "name": "bound_unit_256_four_byte_at_the_edge",
+        "line": unit_done("a" * 252 + "😀"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "bound_phase_name_255_four_byte",
+        "line": progress({sized(255, "😀"): {"done": 1, "total": 2}}),
+        "verdict": "ok",
+    },
+    {
+        "name": "bound_phase_name_256",
+        "line": progress({sized(256): {"done": 1, "total": 2}}),
+        "verdict": "malformed",
+    },
+    {
+        "name": "bound_signature_4096",
+        "line": line(3, "bank_stop", {"signature": sized(TEXT_BYTES_MAX, "é")}),
+        "verdict": "ok",
+    },
+    {
+        "name": "bound_signature_4097",
+        "line": line(3, "bank_stop", {"signature": sized(TEXT_BYTES_MAX + 1, "é")}),
+        "verdict": "malformed",
+    },
+    {
+        "name": "bound_ceiling_scope_256",
+        "line": line(3, "ceiling", {"halted": True, "scope": sized(256), "shortfall_micro_usd": 1}),
+        "verdict": "malformed",
+    },
+    {"name": "bound_outcome_256", "line": finished_with(outcome=sized(256)), "verdict": "malformed"},
+    {"name": "bound_refusal_255", "line": finished_with(refusal=sized(255)), "verdict": "ok"},
+    {"name": "bound_refusal_256", "line": finished_with(refusal=sized(256)), "verdict": "malformed"},
+    {
+        "name": "bound_not_applied_to_unknown_fields",
+        "line": SPEND.replace("}}", ',"note":"' + sized(8000) + '"}}'),
+        "verdict": "ok",
+    },
+    {
+        "name": "bound_not_applied_to_unknown_types",
+        "line": line(6, "heartbeat", {"unit": sized(8000)}),
+        "verdict": "ok",
+    },
+    # U+0000: Postgres text and jsonb cannot hold it, in any string or key, known or not.
+    {"name": "nul_in_unit", "line": unit_done("u\x00"), "verdict": "malformed"},
+    {"name": "nul_in_run_id", "line": hello_with(engine_run_id="\x00"), "verdict": "malformed"},
+    {
+        "name": "nul_in_type",
+        "line": SPEND.replace('"spend"', '"sp' + NUL_ESCAPE + 'end"'),
+        "verdict": "malformed",
+    },
+    {
+        "name": "nul_in_unknown_field",
+        "line": SPEND.replace("}}", ',"note":"' + NUL_ESCAPE + '"}}'),
+        "verdict": "malformed",
+    },
+    {
+        "name": "nul_in_a_key",
+        "line": SPEND.replace("}}", ',"n' + NUL_ESCAPE + '":1}}'),
+        "verdict": "malformed",
+    },
+    {
+        "name": "nul_deep_in_an_unknown_type",
+        "line": line(6, "heartbeat", {"x": [{"y": ["\x00"]}]}),
+        "verdict": "malformed",
+    },
+    {
+        # A backslash, then the text u0000: six ordinary characters.
+        "name": "escaped_backslash_before_u0000",
+        "line": unit_done("C:\\u0000"),  # written `C:\\\\u0000`
+        "verdict": "ok",
+    },
+    # One compact object, keys seq, type, time, data in that order, no key twice.
+    {"name": "leading_space", "line": " " + SPEND, "verdict": "malformed"},
+    {"name": "trailing_space", "line": SPEND + " ", "verdict": "malformed"},
+    {"name": "space_after_colon", "line": SPEND.replace('"seq":4', '"seq": 4'), "verdict": "malformed"},
+    {"name": "tab_between_members", "line": SPEND.replace(',"type"', ',\t"type"'), "verdict": "malformed"},
+    {"name": "space_inside_a_string", "line": unit_done("unit 1"), "verdict": "ok"},
+    {
+        "name": "keys_out_of_order",
+        "line": '{"type":"spend","seq":4,"time":"' + T + '","data":{"committed_micro_usd":7}}',
+        "verdict": "malformed",
+    },
+    {
+        "name": "extra_top_level_key",
+        "line": SPEND[:-1] + ',"crc":1}',
+        "verdict": "malformed",
+    },
+    {
+        "name": "duplicate_top_level_key",
+        "line": SPEND.replace('"seq":4,', '"seq":4,"seq":4,'),
+        "verdict": "malformed",
+    },
+    {
+        "name": "duplicate_key_in_data",
+        "line": SPEND.replace("}}", ',"committed_micro_usd":7}}'),
+        "verdict": "malformed",
+    },
+    {
+        "name": "duplicate_key_deep",
+        "line": line(6, "heartbeat", {"x": [{"y": 1}]}).replace('"y":1', '"y":1,"y":1'),
+        "verdict": "malformed",
+    },
+    {
+        "name": "duplicate_key_through_an_escape",
+        "line": SPEND.replace("}}", ',"\\u0063ommitted_micro_usd":7}}'),
+        "verdict": "malformed",
+    },
+    {
+        # What `json.dumps` writes by default: another writer's escapes are still one compact line.
+        "name": "escaped_non_ascii",
+        "line": unit_done("été").replace("é", "\\u00e9"),
+        "verdict": "ok",
+    },
+    {"name": "escaped_slash", "line": unit_done("a/b").replace("/", "\\/"), "verdict": "ok"},
+    {
+        "name": "exponent_in_unknown_field",
+        "line": SPEND.replace("}}", ',"ratio":1E2}}'),
+        "verdict": "ok",
+    },
+    # A time of the right shape that names no instant.
+    {"name": "time_february_30", "line": spend(4, 1).replace(T, "2026-02-30T02:08:57.213Z"), "verdict": "malformed"},
+    {"name": "time_february_29_of_a_common_year", "line": spend(4, 1).replace(T, "2026-02-29T02:08:57.213Z"), "verdict": "malformed"},
+    {"name": "time_february_29_of_a_leap_year", "line": spend(4, 1).replace(T, "2024-02-29T02:08:57.213Z"), "verdict": "ok"},
+    {"name": "time_month_13", "line": spend(4, 1).replace(T, "2026-13-30T02:08:57.213Z"), "verdict": "malformed"},
+    {"name": "time_hour_24", "line": spend(4, 1).replace(T, "2026-11-30T24:00:00.000Z"), "verdict": "malformed"},
+    {"name": "time_minute_60", "line": spend(4, 1).replace(T, "2026-11-30T02:60:57.213Z"), "verdict": "malformed"},
+    {"name": "time_second_60", "line": spend(4, 1).replace(T, "2026-11-30T23:59:60.000Z"), "verdict": "malformed"},
+    {"name": "time_year_0", "line": spend(4, 1).replace(T, "0000-11-30T02:08:57.213Z"), "verdict": "malformed"},
+    {
+        "name": "time_fullwidth_digits",
+        "line": spend(4, 1).replace(T, "\uff12\uff10\uff12\uff16" + T[4:]),
+        "verdict": "malformed",
+    },
+    # Counters.
+    {
+        "name": "progress_done_over_total",
+        "line": progress({"draft": {"done": 5, "total": 4}}),
+        "verdict": "malformed",
+    },
+    {
+        "name": "progress_done_equals_total",
+        "line": progress({"draft": {"done": 4, "total": 4}}),
+        "verdict": "ok",
+    },
+]
+
 # Lines given as hex because they are not valid text.
 BYTE_LINES: list[dict[str, Any]] = [
     {
@@ -192,6 +426,11 @@ BYTE_LINES: list[dict[str, Any]] = [
     {
         "name": "carriage_return",
         "hex": (spend(4, 1).encode() + b"\r").hex(),
+        "verdict": "malformed",
+    },
+    {
+        "name": "raw_nul_byte_in_a_string",
+        "hex": unit_done("u\x00").replace(NUL_ESCAPE, "\x00").encode().hex(),
         "verdict": "malformed",
     },
 ]
@@ -277,6 +516,37 @@ JOURNALS: dict[str, tuple[bytes, list[dict[str, Any]]]] = {
             {"engine_run_id": RUN_A, "verdict": "unsupported_version", "line": 1, "seq": 1},
             {"engine_run_id": RUN_B, "verdict": "ok", "last_seq": 2},
         ],
+    ),
+    "line_after_finished": (
+        journal(hello(RUN_A), a_spend_1, finished(3), spend(4, 3000), spend(5, 4000)),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 4, "seq": 4}],
+    ),
+    "repeats_after_finished": (
+        journal(hello(RUN_A), a_spend_1, finished(3), a_spend_1, finished(3), hello(RUN_A)),
+        [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3}],
+    ),
+    "resume_after_finished": (
+        journal(hello(RUN_A), finished(2), hello(RUN_B), spend(2, 3000), finished(3)),
+        [
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 2},
+            {"engine_run_id": RUN_B, "verdict": "ok", "last_seq": 3},
+        ],
+    ),
+    "nul_in_stream": (
+        journal(hello(RUN_A), a_spend_1, spend(3, 2000).replace("}}", ',"note":"' + NUL_ESCAPE + '"}}')),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 3, "seq": 3}],
+    ),
+    "not_compact_in_stream": (
+        journal(hello(RUN_A), a_spend_1, " " + spend(3, 2000)),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 3, "seq": 3}],
+    ),
+    "string_over_its_bound_in_stream": (
+        journal(hello(RUN_A), a_spend_1, unit_done(sized(256), seq=3)),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 3, "seq": 3}],
+    ),
+    "impossible_time_in_stream": (
+        journal(hello(RUN_A), a_spend_1, spend(3, 2000).replace(T, "2026-02-30T02:08:57.213Z")),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 3, "seq": 3}],
     ),
     "newer_minor_unknown_type": (
         journal(hello(RUN_A, "1.7"), line(2, "heartbeat", {"x": 1}), spend(3, 1000)),
