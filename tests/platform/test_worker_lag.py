@@ -3,6 +3,7 @@ splits books between workers."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,6 +62,10 @@ def test_live_workers_are_the_sessions_that_announce_themselves(fresh_dsn: str) 
         assert group(peers, "w-two", "digest0001") == ("w-one", "w-two")
         assert group(peers, "w-two", "digest0002") == ("w-two",)
         worker.close()
+        # The server ends the closed session's backend a moment after the socket closes.
+        deadline = time.monotonic() + 10
+        while live_workers(other) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert live_workers(other) == []
     finally:
         worker.close()
