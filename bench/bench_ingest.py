@@ -106,7 +106,7 @@ def journal_lines(
         turn = seq % 3
         if turn == 0:
             data: dict[str, object] = {
-                "phases": {name: {"done": seq // 3, "total": count} for name in names}
+                "phases": {name: {"done": seq // 3, "total": start_seq + count} for name in names}
             }
             yield _line(seq, "progress", data)
         elif turn == 1:

@@ -92,6 +92,11 @@ class StreamRules:
             self._apply(attempt, line, digest, offset, size)
         elif line.seq <= attempt.last_seq:
             self._duplicate(attempt, line.seq, digest, offset, size)
+        elif attempt.state == "finished":  # nothing follows a finished, not even after a hole
+            self._problem(
+                attempt,
+                LineAfterFinished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
+            )
         else:
             self._problem(
                 attempt,

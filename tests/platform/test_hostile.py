@@ -316,6 +316,21 @@ def test_lines_after_finished_quarantine_the_stream_and_leave_the_run_completed(
     assert (run["state"], run["committed_micro_usd"], run["reason"]) == ("completed", 100, None)
 
 
+def test_a_seq_after_finished_past_a_hole_is_malformed_not_a_gap(
+    db: Database, make_book: MakeBook
+) -> None:
+    """As `verify` says: nothing may follow a finished, so a later seq is malformed, not a gap."""
+    book = make_book("book-1")
+    write(book, hello(), finished(2), spend(7, 900))
+    sweep(db, book)
+    attempt = attempts(db, book)[RUN_A]
+    assert (attempt["state"], attempt["error"]["kind"], attempt["error"]["seq"]) == (
+        "quarantined",
+        "malformed",
+        7,
+    )
+
+
 def test_a_repeat_of_finished_is_still_a_duplicate(db: Database, make_book: MakeBook) -> None:
     book = make_book("book-1")
     write(book, hello(), finished(2), finished(2))

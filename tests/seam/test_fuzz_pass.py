@@ -67,7 +67,7 @@ def _valid_lines(book_id: str) -> st.SearchStrategy[bytes]:
         ),
         st.builds(lambda s, u: _line(s, "unit_done", {"unit": f"u{u}", "index": u}), seqs, seqs),
         st.builds(
-            lambda s, d: _line(s, "progress", {"phases": {"draft": {"done": d, "total": 9}}}),
+            lambda s, d: _line(s, "progress", {"phases": {"draft": {"done": d, "total": 12}}}),
             seqs,
             seqs,
         ),
