@@ -45,7 +45,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
-import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -58,6 +57,7 @@ import orjson
 
 from ._decode import Line, decode_line, require_supported
 from ._line import LINE_BYTES_MAX
+from ._regular_file import not_regular, open_regular
 from .errors import LineError, NotARegularFile
 
 EXIT_OK = 0
@@ -430,42 +430,25 @@ class _Checker:
 
 
 def _open_regular(path: Path) -> BinaryIO:
-    """Open `path` for reading, refusing anything but a regular file before any read.
-
-    `O_NONBLOCK` keeps the open itself from waiting for a FIFO's writer; the type is checked on
-    the opened descriptor (`fstat`), so the file cannot be swapped between check and read.
-    """
+    """Open `path` for reading, refusing anything but a regular file before any read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_regular(path)
+    except NotARegularFile:
+        raise
     except OSError as error:
         # A socket cannot be opened at all (ENXIO): name it for what it is.
         try:
-            mode = os.stat(path).st_mode
+            kind = not_regular(os.stat(path).st_mode)
         except OSError:
             raise error from None
-        if not stat.S_ISREG(mode):
-            raise NotARegularFile(error.errno, _file_kind(mode), str(path)) from error
+        if kind is not None:
+            raise NotARegularFile(error.errno, f"{kind}, not a regular file", str(path)) from error
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotARegularFile(0, _file_kind(mode), str(path))
         return os.fdopen(fd, "rb", buffering=READ_BUFFER_BYTES)
     except BaseException:
         os.close(fd)
         raise
-
-
-def _file_kind(mode: int) -> str:
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    )
-    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
-    return f"{kind}, not a regular file"
 
 
 def verify_journal(path: Path) -> JournalReport:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -48,7 +47,8 @@ from ._line import LINE_BYTES_MAX
 from ._lock import LOCK_FILE_NAME
 from ._money import MICRO_USD_PER_USD
 from ._plain import plain
-from .errors import EngineEventsError, LineError
+from ._regular_file import open_regular
+from .errors import EngineEventsError, LineError, NotARegularFile
 
 EXIT_DONE = 0
 EXIT_TIMED_OUT = 1
@@ -71,7 +71,6 @@ FOLLOW_READS_MAX = 64
 """While following, the most reads between two redraws, so the view and the timeout keep up
 with a journal that grows faster than it is read."""
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 """O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOCTTY: a terminal device at the path
 must not become ours. The file type is checked before any read."""
 
@@ -89,44 +88,17 @@ class JournalNotRegular(JournalUnreadable):
     """A FIFO, socket, device or directory stands at the journal's path."""
 
 
-def _not_regular(mode: int) -> str | None:
-    """What a file of this mode is, when it is not a regular file; None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    )
-    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
-
-
 def open_journal(path: Path) -> int | None:
-    """A read-only descriptor on the journal, or None while it does not exist.
-
-    The type is checked before opening too, so that a device is not even opened (opening some has
-    effects), and again on the descriptor, which is what is read.
-    """
+    """A read-only descriptor on the journal, or None while it does not exist (see
+    `_regular_file`: a FIFO, socket, device or directory is refused before any read)."""
     try:
-        kind = _not_regular(os.stat(path).st_mode)
-        if kind is not None:
-            raise JournalNotRegular(path, f"is {kind}, not a regular file")
-        fd = os.open(path, _OPEN_FLAGS)
+        return open_regular(path)
     except FileNotFoundError:
         return None
+    except NotARegularFile as error:
+        raise JournalNotRegular(path, f"is {error.strerror}") from error
     except OSError as error:
         raise JournalUnreadable(path, f"cannot be opened: {error.strerror}") from error
-    try:
-        kind = _not_regular(os.fstat(fd).st_mode)
-    except BaseException:
-        os.close(fd)
-        raise
-    if kind is not None:
-        os.close(fd)
-        raise JournalNotRegular(path, f"is {kind}, not a regular file")
-    return fd
 
 
 @dataclass
@@ -504,16 +476,12 @@ def engine_live(book_dir: Path) -> bool | None:
     """
     path = book_dir / LOCK_FILE_NAME
     try:
-        if _not_regular(os.stat(path).st_mode) is not None:
-            return None
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = open_regular(path)
     except FileNotFoundError:
         return False
     except OSError:
         return None
     try:
-        if _not_regular(os.fstat(fd).st_mode) is not None:
-            return None
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True

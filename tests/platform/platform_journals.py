@@ -98,6 +98,29 @@ def finished(
     return line(seq, "finished", data)
 
 
+POISON_UNIT = "poison"
+"""A unit id Postgres refuses to store once `refuse_poison_units` ran: it raises SQLSTATE 54000
+(program_limit_exceeded, what an index row too large raises). The stream's bounds keep every value
+a reader accepts storable, so a real refusal needs a value no reader lets through."""
+
+
+def refuse_poison_units(connection: Any) -> None:
+    """Make Postgres refuse the run_units row of `POISON_UNIT`, through a trigger."""
+    connection.execute(
+        """CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN
+             IF NEW.unit = 'poison' THEN
+               RAISE EXCEPTION 'index row size exceeds maximum' USING ERRCODE = '54000';
+             END IF;
+             RETURN NEW;
+           END $$"""
+    )
+    connection.execute(
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON run_units"
+        " FOR EACH ROW EXECUTE FUNCTION refuse_poison()"
+    )
+
+
 def write(book_dir: Path, *lines: bytes) -> None:
     """Replace the journal with these bytes (a new file: a new inode for each call)."""
     path = book_dir / "events.jsonl"

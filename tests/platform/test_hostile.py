@@ -28,6 +28,7 @@ from platform_journals import (
     finished,
     hello,
     only_run,
+    refuse_poison_units,
     spend,
     sweep,
     unit_done,
@@ -125,30 +126,13 @@ def test_classification_follows_the_sqlstate_class(
     assert classify(caught.value).__name__ == expected
 
 
-def _poison_units(sql: psycopg.Connection[tuple[object, ...]], code: str = "54000") -> None:
-    """Make Postgres refuse one unit's row, as it refuses an index row too large for it."""
-    sql.execute(
-        f"""CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-              IF NEW.unit = 'poison' THEN
-                RAISE EXCEPTION 'index row size exceeds maximum' USING ERRCODE = '{code}';
-              END IF;
-              RETURN NEW;
-            END $$"""
-    )
-    sql.execute(
-        "CREATE TRIGGER refuse_poison BEFORE INSERT ON run_units"
-        " FOR EACH ROW EXECUTE FUNCTION refuse_poison()"
-    )
-
-
 def test_a_line_postgres_refuses_quarantines_its_stream_only(
     db: Database, make_book: MakeBook, sql: psycopg.Connection[tuple[object, ...]]
 ) -> None:
     """The pass finds the one line Postgres refused (one line a transaction), quarantines its
     stream with the line's seq and offset, applies every line before it, and the next book goes
     on. Before, the worker read 54000 as "Postgres away" and reconnected in a loop."""
-    _poison_units(sql)
+    refuse_poison_units(sql)
     bad = make_book("book-1")
     lines = [hello(), unit_done(2, "u-1", 0), spend(3, 40), unit_done(4, "poison", 1), spend(5, 90)]
     write(bad, *lines)

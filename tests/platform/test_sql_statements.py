@@ -15,7 +15,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from platform_journals import RUN_A, RUN_B, dsn_for, hello, spend, sweep, unit_done, write
+from platform_journals import (
+    RUN_A,
+    RUN_B,
+    dsn_for,
+    hello,
+    refuse_poison_units,
+    spend,
+    sweep,
+    unit_done,
+    write,
+)
 from psycopg.types.json import Jsonb
 
 import platform_ingest
@@ -213,17 +223,6 @@ def test_unlisted_text_is_refused(db: Database) -> None:
         db.execute(rogue)
 
 
-POISON_FUNCTION = """CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.unit = 'poison' THEN RAISE EXCEPTION 'refused' USING ERRCODE = '54000'; END IF;
-      RETURN NEW;
-    END $$"""
-POISON_TRIGGER = (
-    "CREATE TRIGGER refuse_poison BEFORE INSERT ON run_units"
-    " FOR EACH ROW EXECUTE FUNCTION refuse_poison()"
-)
-
-
 def _fake_status(tmp_path: Path, status: dict[str, Any]) -> str:
     script = tmp_path / "fake_status.py"
     script.write_text(f"import json, sys\nprint(json.dumps({status!r}))\n")
@@ -284,8 +283,7 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         (fifo / "events.jsonl").unlink()
         write(fifo, hello(book="book-fifo"), unit_done(2, "u-1", 0), unit_done(3, "poison", 1))
         with psycopg.connect(empty_dsn, autocommit=True) as admin:
-            admin.execute(POISON_FUNCTION)
-            admin.execute(POISON_TRIGGER)
+            refuse_poison_units(admin)
         sweep(db, fifo)
         show_state(db, [str(named)])
         live_workers(db)

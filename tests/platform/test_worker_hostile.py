@@ -6,9 +6,7 @@ Postgres refuses to store, and a book with U+0000 in a unit id. The worker appli
 the healthy books, each bad book shows its typed problem in `show --json`, the logs name the bad
 directory only by an opaque reference, and SIGTERM ends the worker with exit 0.
 
-The value Postgres refuses is made by a trigger that raises SQLSTATE 54000 (program_limit_exceeded,
-what an index row too large raises) for one unit id: the stream's own bounds keep every value a
-reader accepts storable, so a real refusal needs a value no reader lets through.
+The value Postgres refuses is made by a trigger (`platform_journals.refuse_poison_units`).
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from platform_journals import (
     dsn_for,
     hello,
     log_entries,
+    refuse_poison_units,
     spend,
     start_worker,
     unit_done,
@@ -50,18 +49,6 @@ UNITS = 5
 STAGES = ("draft", "edit")
 STOP_BOUND_S = 5.0
 """The issue's bound on a SIGTERM'd worker's exit (a bound, not a speed)."""
-
-POISON = """CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.unit = 'poison' THEN
-        RAISE EXCEPTION 'index row size exceeds maximum' USING ERRCODE = '54000';
-      END IF;
-      RETURN NEW;
-    END $$"""
-POISON_TRIGGER = (
-    "CREATE TRIGGER refuse_poison BEFORE INSERT ON run_units"
-    " FOR EACH ROW EXECUTE FUNCTION refuse_poison()"
-)
 
 
 @dataclass
@@ -131,8 +118,7 @@ def hostile_run(
         admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
     dsn = dsn_for(pg_admin_dsn, name)
     with psycopg.connect(dsn, autocommit=True) as sql:
-        sql.execute(POISON)
-        sql.execute(POISON_TRIGGER)
+        refuse_poison_units(sql)
     directory = tmp_path_factory.mktemp("hostile")
     root = directory / "books"
     root.mkdir()
