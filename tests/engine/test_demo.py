@@ -144,8 +144,11 @@ def test_ceiling_stops_with_exit_4_and_resumes_as_a_new_stream(tmp_path: Path) -
 def test_sigterm_is_a_soft_stop_with_exit_5(tmp_path: Path) -> None:
     """SIGTERM finishes the step in flight, then exits 5 with finished.stop = "soft"."""
     book = tmp_path / "book-s"
-    process = demo(book, "--units", "50", "--pace-ms", "200")
+    process = demo(book, "--units", "50", "--pace-ms", "1500")
     wait_for_lines(book, 2)
+    # Past its hello and first progress the engine writes status.json, then starts the first
+    # step's 1.5 s of work: a signal sent at once could land before that step began.
+    time.sleep(0.3)
     process.send_signal(signal.SIGTERM)
     code, stderr = finish(process)
     assert code == 5, stderr
