@@ -36,7 +36,7 @@ STOPPED_STATES = frozenset({"stalled", "quarantined", "refused"})
 """Nothing more of a stream in one of these states is read until an operator releases it."""
 LIVE_STATES = frozenset({"active", "parked"})
 """States whose hint is a place a pass must start from."""
-RELEASABLE_STATES = frozenset({"quarantined", "stalled"})
+RELEASABLE_STATES = frozenset({"quarantined", "stalled", "refused"})
 
 PASS_PROBLEM_KINDS = (
     "journal_unreadable",

@@ -50,6 +50,9 @@ NESTING_DEPTH_MAX = 64
 
 STREAM_MAJOR = 1
 """The one stream major this reader speaks; any minor of it is read."""
+SUPPORTED_MAJORS: frozenset[int] = frozenset({STREAM_MAJOR})
+"""The stream majors this platform reads. A stream of any other major is refused, nothing of it
+applied; a pass re-reads it on its own once the platform is upgraded to read its major."""
 
 BIGINT_MAX = 2**63 - 1
 """Money and counts must fit a Postgres bigint."""
@@ -279,6 +282,12 @@ def stream_major(version: str) -> int | None:
     return None if match is None else int(match.group(1))
 
 
+def reads_major(version: str) -> bool:
+    """True when this platform reads streams of `version`'s major (`SUPPORTED_MAJORS`)."""
+    major = stream_major(version)
+    return major is not None and major in SUPPORTED_MAJORS
+
+
 def _check_hello(data: dict[str, Any], seq: int) -> None:
     # The version and the stream id are kept even from another major's hello (its refusal names
     # the stream), so their bounds apply before the major is judged.
@@ -290,7 +299,7 @@ def _check_hello(data: dict[str, Any], seq: int) -> None:
     if type(run_id) is not str or not run_id:
         raise WrongType("engine_run_id", "a non-empty string", seq=seq)
     _bounded(run_id, "engine_run_id", IDENTIFIER_BYTES_MAX, seq)
-    if major != STREAM_MAJOR:
+    if major not in SUPPORTED_MAJORS:
         book = data.get("book_id")
         if not isinstance(book, str) or len(book.encode()) > IDENTIFIER_BYTES_MAX:
             book = ""  # nothing else of another major's hello is judged; an unfit id is not kept
@@ -303,7 +312,9 @@ def _check_hello(data: dict[str, Any], seq: int) -> None:
     _string(data, "book_id", seq)
     _string(data, "chunker_version", seq)
     if seq != 1:
-        raise HelloNotFirst(f"a hello must carry seq 1, found seq {seq}", seq=seq)
+        raise HelloNotFirst(
+            f"a hello must carry seq 1, found seq {seq}", seq=seq, engine_run_id=run_id
+        )
 
 
 def _check_progress(data: dict[str, Any], seq: int) -> None:

@@ -51,7 +51,7 @@ from ._cursor import (
     BookView,
 )
 from ._db import Database
-from ._decode import Line, decode_line
+from ._decode import Line, decode_line, reads_major
 from ._journal import Hint, Journal, open_journal
 from ._rules import StreamRules
 from ._runs import RunView
@@ -237,6 +237,7 @@ class _Pass(StreamRules):
         for attempt in latest.values():
             attempt.drives_run = True
         self.batch = Batch()
+        self.revived = self._revive_refused()
         self.section: str | None = None
         self.section_attempt: AttemptView | None = None
         self.stopped = False
@@ -249,6 +250,25 @@ class _Pass(StreamRules):
         self.parked = False
         self.drain = self._drain
         self.writer = Writer(self.db, owner.book_id, owner.commit_hook)
+
+    def _revive_refused(self) -> bool:
+        """Streams refused for a major this platform now reads go back to `pending`: the pass
+        reads the journal from byte 0 and applies them like any new stream."""
+        revived = False
+        for attempt in self.attempts.values():
+            if attempt.state != "refused" or attempt.stream_version is None:
+                continue
+            if reads_major(attempt.stream_version):
+                attempt.state, attempt.error = "pending", None
+                attempt.forget_hint()
+                self.batch.touch(attempt)
+                revived = True
+                logger.info(
+                    "book %s stream %s: its major is read now; reading it again",
+                    self.ref,
+                    attempt.engine_run_id,
+                )
+        return revived
 
     # --- the pass ---------------------------------------------------------------------------
 
@@ -326,6 +346,8 @@ class _Pass(StreamRules):
         and reading starts at byte 0.
         """
         book = self.book
+        if self.revived:
+            return 0, None
         candidates: list[tuple[Hint, str | None]] = []
         if book.scan_mode == self.mode:
             candidates.append((book.scan, book.scan_stream))

@@ -38,8 +38,10 @@ from ._runs import RunView, StateEffect
 from .errors import (
     BookMismatch,
     ForeignStreamAhead,
+    HelloNotFirst,
     LineAfterFinished,
     LineBeforeHello,
+    LineOutsideStream,
     LineRefused,
     PayloadConflict,
     SequenceGap,
@@ -113,16 +115,37 @@ class StreamRules:
         # else: a line of a foreign or stopped stream, skipped.
 
     def _refused(self, problem: LineRefused, offset: int, digest: bytes, size: int) -> None:
+        followed = self.section_attempt
         if isinstance(problem, UnsupportedVersion):
             self._hello_unsupported(problem, digest, offset, size)
+        elif isinstance(problem, HelloNotFirst):
+            self._hello_refused(problem, offset)
         elif self.section is None:
             self._book_problem(
                 LineBeforeHello(
                     f"a line before any hello: {problem.detail}", seq=problem.seq, offset=offset
                 )
             )
-        elif self.section_attempt is not None and self.section_attempt.state in FOLLOWED_STATES:
-            self._problem(self.section_attempt, problem)
+        elif followed is not None and followed.state == "finished":
+            # Not certainly the finished stream's (it cannot be read): a later stream's, or none.
+            self._book_problem(
+                LineOutsideStream(
+                    f"a line after a finished stream: {problem.detail}",
+                    seq=problem.seq,
+                    offset=offset,
+                )
+            )
+        elif followed is not None and followed.state in FOLLOWED_STATES:
+            self._problem(followed, problem)
+
+    def _hello_refused(self, problem: HelloNotFirst, offset: int) -> None:
+        """A malformed hello that names its stream: the refusal lands on that stream."""
+        attempt = self._own_stream(problem.engine_run_id, offset)
+        if attempt is None or attempt.state in STOPPED_STATES:
+            return
+        if attempt.last_seq == 0:
+            self._first_sight(attempt, offset)
+        self._problem(attempt, problem)
 
     def _hello(self, line: Line, digest: bytes, offset: int, size: int) -> None:
         run_id: str = line.data["engine_run_id"]
@@ -153,6 +176,7 @@ class StreamRules:
         self._first_sight(attempt, offset)
         attempt.stream_version = problem.version
         self._problem(attempt, problem)
+        self._state_effect(attempt, StateEffect("unsupported_version"))
 
     def _own_stream(self, engine_run_id: str, offset: int) -> AttemptView | None:
         """Enter the section of a hello's stream; None when the stream is not ours."""

@@ -119,6 +119,10 @@ class RunView:
             )
             self.exit_code = effect.exit_code
             self.stop = effect.stop
+        elif effect.kind == "unsupported_version":
+            # Its stream cannot be read by this platform: not live, not ended either (an upgraded
+            # platform reads the stream again and the run goes on from it).
+            self.state, self.reason, self.stop = "paused", "unsupported_version", None
         elif effect.kind == "stopped_without_finished":
             # Repair: the engine stopped and wrote no `finished` (a crash or a kill).
             self.state, self.reason, self.outcome = "failed", "no_finished", None

@@ -26,6 +26,7 @@
      │    │    │    ├── MoneyNotInteger        money that is not a non-negative JSON integer
      │    │    │    ├── HelloNotFirst          a hello that is not seq 1
      │    │    │    ├── LineBeforeHello        a line before any hello in the file
+     │    │    │    ├── LineOutsideStream      an unreadable line after a finished stream
      │    │    │    └── LineAfterFinished      a new seq of a stream after its finished
      │    │    └── UnsupportedVersion          kind "unsupported_version": a major other than 1
      │    ├── PayloadConflict                  kind "payload_conflict": same seq, other bytes
@@ -249,11 +250,21 @@ class MoneyNotInteger(MalformedLine):
 
 
 class HelloNotFirst(MalformedLine):
-    """A hello that does not carry seq 1."""
+    """A hello that does not carry seq 1. It still names its stream: the refusal is that
+    stream's, never the stream before it in the file."""
+
+    def __init__(self, detail: str, *, seq: int, engine_run_id: str) -> None:
+        super().__init__(detail, seq=seq)
+        self.engine_run_id = engine_run_id
 
 
 class LineBeforeHello(MalformedLine):
     """A line of a stream before any hello in the file: it belongs to no stream."""
+
+
+class LineOutsideStream(MalformedLine):
+    """A line that cannot be read, after a finished stream and before the next hello: it belongs
+    to no stream we can name, and a finished stream is never changed by it."""
 
 
 class LineAfterFinished(MalformedLine):
