@@ -7,8 +7,14 @@
     run ROOT... [--auto] [--metrics-port P]  the worker: every book under the roots, until SIGTERM
     name BOOK_DIR ENGINE_RUN_ID [--new-run]  name a stream for the book's current (or a new) run
     show [BOOK_DIR...] [--json]              state of books, runs, attempts
-    release BOOK_DIR ENGINE_RUN_ID           lift a quarantine after looking
+    release BOOK_DIR ENGINE_RUN_ID           lift a quarantine, stall or refusal after looking
     repair BOOK_DIR [--status-command CMD]   settle a stopped run through the engine's status
+    exited BOOK_DIR ENGINE_RUN_ID STATUS     the launcher reports a process's exit status
+    skip BOOK_DIR ENGINE_RUN_ID SEQ --sha256 HEX --reason TEXT   pass one quarantined line
+    disown BOOK_DIR ENGINE_RUN_ID --reason TEXT    a foreign stream is not ours
+    abandon BOOK_DIR ENGINE_RUN_ID --reason TEXT   give up on an attempt
+
+Every remedy and report is audited (`--by`, `--reason`) and shown by `show --json`.
 
 The database: `--dsn` or `PLATFORM_INGEST_DSN`; with neither, an embedded Postgres under
 `--data-dir` (default `.platform-ingest/`) is started, migrated and stopped by the command.
@@ -39,6 +45,7 @@ from ._logs import use_json_logs
 from ._operate import name_stream, release_attempt
 from ._pass import BookPass, Mode
 from ._plain import display_path, plain
+from ._remedies import abandon_attempt, disown_stream, report_exit, skip_line
 from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
 from ._schema import migrate, require_current
 from ._show import render_text, show_state
@@ -145,9 +152,48 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("book_dirs", nargs="*", metavar="BOOK_DIR")
     show.add_argument("--json", action="store_true", help="the JSON scripts read (SPEC § 8)")
 
-    release = commands.add_parser("release", help="lift a quarantine after an operator looked")
+    release = commands.add_parser(
+        "release", help="lift a quarantine, a stall or a refusal after an operator looked"
+    )
     release.add_argument("book_dir", metavar="BOOK_DIR")
     release.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    _audited(release, reason_required=False)
+
+    exited = commands.add_parser(
+        "exited", help="the launcher's report of a process's exit status (negative: a signal)"
+    )
+    exited.add_argument("book_dir", metavar="BOOK_DIR")
+    exited.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    exited.add_argument("exit_status", type=int, metavar="EXIT_STATUS")
+    _audited(exited, reason_required=False)
+
+    skip = commands.add_parser(
+        "skip", help="pass one quarantined line, named by its seq and sha256, with no effect"
+    )
+    skip.add_argument("book_dir", metavar="BOOK_DIR")
+    skip.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    skip.add_argument("seq", type=int, metavar="SEQ")
+    skip.add_argument(
+        "--sha256",
+        default=None,
+        metavar="HEX",
+        help="the line's sha256; without it nothing changes and the line's hash is printed",
+    )
+    _audited(skip, reason_required=True)
+
+    disown = commands.add_parser(
+        "disown", help="a foreign stream that is not ours: stop parking on it, apply none of it"
+    )
+    disown.add_argument("book_dir", metavar="BOOK_DIR")
+    disown.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    _audited(disown, reason_required=True)
+
+    abandon = commands.add_parser(
+        "abandon", help="give up on an attempt; its run fails (abandoned) if nothing else ends it"
+    )
+    abandon.add_argument("book_dir", metavar="BOOK_DIR")
+    abandon.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    _audited(abandon, reason_required=True)
 
     repair = commands.add_parser("repair", help="settle a stopped run through the engine status")
     repair.add_argument("book_dir", metavar="BOOK_DIR")
@@ -163,7 +209,18 @@ def _parser() -> argparse.ArgumentParser:
         default=STATUS_TIMEOUT_S,
         help="seconds to wait for the status command",
     )
+    _audited(repair, reason_required=False)
     return parser
+
+
+def _audited(command: argparse.ArgumentParser, *, reason_required: bool) -> None:
+    """The options every audited action takes: who does it and why."""
+    command.add_argument(
+        "--by", default=None, help="who acts, for the audit (default: this account's name)"
+    )
+    command.add_argument(
+        "--reason", required=reason_required, default="", help="why, for the audit"
+    )
 
 
 @contextlib.contextmanager
@@ -289,8 +346,51 @@ def _run(args: argparse.Namespace) -> int:
                 print(render_text(state))
             return EXIT_OK
         if args.command == "release":
-            state_after = release_attempt(db, args.book_dir, args.engine_run_id)
-            print(f"stream {args.engine_run_id} released: {state_after}")
+            state_after = release_attempt(
+                db, args.book_dir, args.engine_run_id, by=args.by, reason=args.reason
+            )
+            print(f"stream {plain(args.engine_run_id)} released: {state_after}")
+            return EXIT_OK
+        if args.command == "exited":
+            _print_json(
+                report_exit(
+                    db,
+                    args.book_dir,
+                    args.engine_run_id,
+                    args.exit_status,
+                    by=args.by,
+                    reason=args.reason,
+                ).as_json()
+            )
+            return EXIT_OK
+        if args.command == "skip":
+            action = skip_line(
+                db,
+                args.book_dir,
+                args.engine_run_id,
+                args.seq,
+                sha256=args.sha256,
+                reason=args.reason,
+                by=args.by,
+            )
+            _print_json(action.as_json())
+            if args.sha256 is None:
+                print(
+                    "platform-ingest: nothing skipped: check the line, then give its sha256 "
+                    "with --sha256",
+                    file=sys.stderr,
+                )
+                return EXIT_USAGE
+            return EXIT_OK
+        if args.command == "disown":
+            remedy = disown_stream
+        elif args.command == "abandon":
+            remedy = abandon_attempt
+        else:
+            remedy = None
+        if remedy is not None:
+            action = remedy(db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by)
+            _print_json(action.as_json())
             return EXIT_OK
         if args.command == "repair":
             repaired = repair_book(
@@ -298,6 +398,8 @@ def _run(args: argparse.Namespace) -> int:
                 args.book_dir,
                 status_command=args.status_command,
                 timeout_s=args.status_timeout,
+                by=args.by,
+                reason=args.reason,
             )
             _print_json(repaired.as_json())
             return EXIT_OK

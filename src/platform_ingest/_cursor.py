@@ -7,8 +7,10 @@ reading may start. `committed_last_seq` is the value Postgres holds: the compare
 next commit expects it.
 
 Attempt states: `pending` (named, nothing applied), `active`, `parked` (a foreign hello ahead),
-`finished`, `stalled` (a gap), `quarantined` (payload_conflict, malformed, book_mismatch), `refused`
-(unsupported_version), `superseded` (a later stream began before this one finished).
+`finished`, `stalled` (a gap), `quarantined` (payload_conflict, malformed, book_mismatch,
+database_refused), `refused` (unsupported_version), `superseded` (a later stream began before this
+one finished), `exited` (the launcher reported the process's exit status, no `finished` yet),
+`disowned` (an operator said the stream is not ours), `abandoned` (an operator gave it up).
 """
 
 from __future__ import annotations
@@ -29,11 +31,15 @@ ATTEMPT_STATES = (
     "quarantined",
     "refused",
     "superseded",
+    "exited",
+    "disowned",
+    "abandoned",
 )
-FOLLOWED_STATES = frozenset({"active", "parked", "finished", "superseded"})
+FOLLOWED_STATES = frozenset({"active", "parked", "finished", "superseded", "exited"})
 """A stream in one of these states is still read: new seqs applied, duplicates compared."""
-STOPPED_STATES = frozenset({"stalled", "quarantined", "refused"})
-"""Nothing more of a stream in one of these states is read until an operator releases it."""
+STOPPED_STATES = frozenset({"stalled", "quarantined", "refused", "disowned", "abandoned"})
+"""Nothing more of a stream in one of these states is read (until an operator releases it, for
+the first three; never, for a stream disowned or abandoned)."""
 LIVE_STATES = frozenset({"active", "parked"})
 """States whose hint is a place a pass must start from."""
 RELEASABLE_STATES = frozenset({"quarantined", "stalled", "refused"})
@@ -113,6 +119,11 @@ class AttemptView:
     drives_run: bool = False
     """True for the run's latest stream: only it moves the run's state."""
     applied_in_batch: bool = False
+    exit_status: int | None = None
+    """What the launcher reported (`exited`): without a `finished`, the run takes its reading."""
+    has_skips: bool = False
+    skips: dict[bytes, int] | None = None
+    """sha256 -> seq of the lines an operator skipped (`skip`); loaded only when `has_skips`."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any], run: RunView) -> AttemptView:
@@ -132,6 +143,8 @@ class AttemptView:
             chunker_version=row["chunker_version"],
             error=ProblemRecord.from_row(row),
             last_line_time=row["last_line_time"],
+            exit_status=row["exit_status"],
+            has_skips=row["has_skips"],
         )
 
     @property

@@ -15,6 +15,7 @@ from . import _sql
 from ._books import book_ref, register_book
 from ._cursor import RELEASABLE_STATES
 from ._db import Database
+from ._remedies import default_operator, error_json, record_action
 from ._runs import RunView
 from .errors import ConfigError, NotFound
 
@@ -67,8 +68,16 @@ def name_stream(db: Database, book_dir: str, engine_run_id: str, *, new_run: boo
     return Named(book.book_id, engine_run_id, run_id, created=True)
 
 
-def release_attempt(db: Database, book_dir: str, engine_run_id: str) -> str:
-    """Lift a quarantine (or a stall) after an operator looked; return the attempt's new state.
+def release_attempt(
+    db: Database,
+    book_dir: str,
+    engine_run_id: str,
+    *,
+    by: str | None = None,
+    reason: str = "",
+) -> str:
+    """Lift a quarantine, a stall or a refusal after an operator looked; return the attempt's new
+    state. Audited (`operator_actions`) like every remedy.
 
     The attempt goes on from its cursor: the next pass reads from byte 0 and, if the offending line
     is still there, records it again.
@@ -81,11 +90,20 @@ def release_attempt(db: Database, book_dir: str, engine_run_id: str) -> str:
         state = row["state"]
         if state not in RELEASABLE_STATES:
             raise ConfigError(
-                f"stream {engine_run_id} is {state}; only a quarantined or stalled attempt "
-                "can be released"
+                f"stream {engine_run_id} is {state}; only a quarantined, stalled or refused "
+                "attempt can be released"
             )
         new_state = "active" if row["last_seq"] > 0 else "pending"
         db.execute(_sql.ATTEMPT_RELEASE, (new_state, row["attempt_id"], state))
+        record_action(
+            db,
+            book.book_id,
+            engine_run_id,
+            "release",
+            by=by or default_operator(),
+            reason=reason or "released after a look",
+            evidence={"attempt_state": state, "error": error_json(row)},
+        )
         db.execute(_sql.BOOK_SCAN_RESET, (book.book_id,))
     logger.warning(
         "book %s: stream %s released from %s by an operator",

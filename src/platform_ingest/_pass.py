@@ -236,6 +236,7 @@ class _Pass(StreamRules):
                 latest[key] = attempt
         for attempt in latest.values():
             attempt.drives_run = True
+        self._load_skips()
         self.batch = Batch()
         self.revived = self._revive_refused()
         self.section: str | None = None
@@ -250,6 +251,19 @@ class _Pass(StreamRules):
         self.parked = False
         self.drain = self._drain
         self.writer = Writer(self.db, owner.book_id, owner.commit_hook)
+
+    def _load_skips(self) -> None:
+        """The lines operators skipped, for the few attempts that have any."""
+        with_skips = {a.attempt_id: a for a in self.attempts.values() if a.has_skips}
+        if not with_skips:
+            return
+        for attempt in with_skips.values():
+            attempt.skips = {}
+        rows = self.db.fetch_tuples(_sql.LINE_SKIPS_OF_ATTEMPTS, (sorted(with_skips),))
+        for attempt_id, seq, sha256 in rows:
+            skips = with_skips[attempt_id].skips
+            assert skips is not None
+            skips[bytes(sha256)] = seq
 
     def _revive_refused(self) -> bool:
         """Streams refused for a major this platform now reads go back to `pending`: the pass
@@ -412,6 +426,14 @@ class _Pass(StreamRules):
             report.lines_read += 1
             followed = self.section_attempt
             if (
+                followed is not None
+                and followed.skips is not None
+                and followed.state in FOLLOWED_STATES
+                and (line is None or line.type != "hello")
+                and self._skip(followed, digest, offset, size)
+            ):
+                pass  # a line an operator skipped: the cursor passes it, with no effect
+            elif (
                 line is not None
                 and followed is not None
                 and line.type != "hello"

@@ -27,6 +27,7 @@ from ._books import book_ref, register_book
 from ._db import Database
 from ._decode import BIGINT_MAX
 from ._exit_codes import ExitCode
+from ._remedies import default_operator, record_action
 from ._runs import RunView, StateEffect
 from .errors import EngineLive, NotFound, StatusUnreadable, StreamNotSeen
 
@@ -42,16 +43,21 @@ class Repaired:
     """What `repair` recorded."""
 
     book_id: str
-    run_id: int
+    run_id: int | None
     engine_run_id: str | None
-    state: str
-    settled_micro_usd: int
+    state: str | None
+    settled_micro_usd: int | None
     streams: list[dict[str, Any]]
     changed: bool = True
-    """False when the run had completed: its ledger is recorded, its state is never rewritten."""
+    """False when the run had completed (its ledger is recorded, its state is never rewritten),
+    or when the status could not be read as a ledger (`reading` says why)."""
+    reading: str = "ledger"
+    """What the status command said: `ledger` (its money and outcome were read), or
+    `schema_mismatch` (exit 13: the engine's database is newer than its status command)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "reading": self.reading,
             "changed": self.changed,
             "book_id": self.book_id,
             "run_id": self.run_id,
@@ -91,6 +97,9 @@ def run_status(
         raise EngineLive(
             "the engine is live (it holds the book's lock): repair only settles a stopped run"
         )
+    if completed.returncode == ExitCode.SCHEMA_MISMATCH:
+        # A reading, not a failure: the engine's database is newer than this status command.
+        return {"error": "schema_mismatch"}
     if completed.returncode != 0:
         stderr = completed.stderr.decode("utf-8", "replace").strip()[-500:]
         raise StatusUnreadable(f"status command exited {completed.returncode}: {stderr}")
@@ -105,10 +114,30 @@ def repair_book(
     *,
     status_command: str = DEFAULT_STATUS_COMMAND,
     timeout_s: float = STATUS_TIMEOUT_S,
+    by: str | None = None,
+    reason: str = "",
 ) -> Repaired:
-    """Record the engine's ledger and outcome on the run of its latest stream."""
+    """Record the engine's ledger and outcome on the run of its latest stream (audited)."""
     book = register_book(db, book_dir)
     status = run_status(book_dir, status_command, timeout_s)
+    by = by or default_operator()
+    if status.get("error") == "schema_mismatch":
+        with db.transaction():
+            record_action(
+                db,
+                book.book_id,
+                None,
+                "repair",
+                by=by,
+                reason=reason or "settle a stopped run",
+                evidence={"reading": "schema_mismatch"},
+            )
+        logger.warning(
+            "book %s: repair read schema_mismatch: the engine's database is newer than its "
+            "status command",
+            book_ref(book.book_id),
+        )
+        return Repaired(book.book_id, None, None, None, None, [], False, "schema_mismatch")
     if status.get("book_id") != book.book_id:
         raise StatusUnreadable("status is for another book than this directory's")
     money = status.get("money")
@@ -122,7 +151,11 @@ def repair_book(
     listed = status.get("streams")
     streams: list[Any] = listed if isinstance(listed, list) else []
     with db.transaction():
-        run_id = _run_of(db, book.book_id, engine_run_id)
+        attempt = _attempt_of(db, book.book_id, engine_run_id)
+        run_id = int(attempt["run_id"])
+        if effect.kind == "stopped_without_finished" and attempt["exit_status"] is not None:
+            # No `finished`, but the launcher reported how the process ended: that is the reading.
+            effect = StateEffect("exited", exit_code=attempt["exit_status"])
         rows = db.fetch_all(_sql.RUNS_LOCK, ([run_id],))
         if not rows:
             raise NotFound(f"run {run_id} vanished during repair")
@@ -136,9 +169,23 @@ def repair_book(
         # A completed run ended on its own `finished`: its ledger is recorded, its state never
         # rewritten (a later repair must not turn it into `failed/no_finished`).
         changed = run.state != "completed"
+        before = run.state
         if changed:
             run.apply_state(effect)
         db.execute(_sql.RUN_UPDATE, run.update_params())
+        record_action(
+            db,
+            book.book_id,
+            engine_run_id if isinstance(engine_run_id, str) else None,
+            "repair",
+            by=by,
+            reason=reason or "settle a stopped run",
+            evidence={
+                "reading": effect.kind,
+                "run_id": run_id,
+                "run_state": {"before": before, "after": run.state},
+            },
+        )
     logger.info("book %s: run %d repaired -> %s", book_ref(book.book_id), run_id, run.state)
     return Repaired(
         book.book_id,
@@ -177,7 +224,7 @@ def _outcome(finished: object, ceiling: object) -> StateEffect:
     return StateEffect("stopped_without_finished")
 
 
-def _run_of(db: Database, book_id: str, engine_run_id: object) -> int:
+def _attempt_of(db: Database, book_id: str, engine_run_id: object) -> dict[str, Any]:
     """The run of the engine's latest stream; refused when Postgres has not seen that stream.
 
     Never the book's current run instead: the engine's latest stream may belong to a run that a
@@ -190,4 +237,4 @@ def _run_of(db: Database, book_id: str, engine_run_id: object) -> int:
         raise StreamNotSeen(
             f"stream {engine_run_id} is not yet seen by the platform: sweep the book first"
         )
-    return int(row["run_id"])
+    return row

@@ -159,7 +159,8 @@ class StreamRules:
         if line.data["book_id"] != self.book.book_id:
             self._problem(attempt, BookMismatch(offset=offset))
             return
-        attempt.state = "active"
+        # A process already reported gone (`exited`) stays so while its lines are read.
+        attempt.state = "exited" if attempt.exit_status is not None else "active"
         attempt.stream_version = line.data["stream_version"]
         attempt.chunker_version = line.data["chunker_version"]
         self._apply(attempt, line, digest, offset, size)
@@ -248,6 +249,28 @@ class StreamRules:
                 other.error = None
                 self.batch.touch(other)
 
+    def _skip(self, attempt: AttemptView, digest: bytes, offset: int, size: int) -> bool:
+        """True when the line is one an operator skipped (`skip`, by its sha256 and seq): at the
+        next seq the cursor passes it with no effect (its hash is kept, so a re-read is a
+        duplicate); at an applied seq it is taken as a duplicate, not a conflict."""
+        assert attempt.skips is not None
+        seq = attempt.skips.get(digest)
+        if seq is None:
+            return False
+        if seq <= attempt.last_seq:
+            self.duplicates += 1
+            return True
+        if seq != attempt.last_seq + 1:
+            return False
+        attempt.last_seq = seq
+        attempt.last_line_sha256 = digest
+        attempt.hint_offset, attempt.hint_line_bytes = offset + size, size
+        attempt.hint_file = self.identity
+        self.batch.touch(attempt)
+        self.batch.add_hash(attempt, seq, digest)
+        self.batch_hashes[(id(attempt), seq)] = digest
+        return True
+
     # --- effects ----------------------------------------------------------------------------
 
     def _apply(
@@ -320,8 +343,14 @@ class StreamRules:
     def _state_effect(self, attempt: AttemptView, effect: StateEffect) -> None:
         if not attempt.drives_run:
             return
-        self.batch.changes(attempt.run).state_effects.append(effect)
-        attempt.run.apply_state(effect)
+        effects = [effect]
+        if attempt.exit_status is not None and attempt.state != "finished":
+            # The process is gone and wrote no `finished` (yet): its exit status has the last
+            # word on the run, over the hello or a ceiling read after the launcher's report.
+            effects.append(StateEffect("exited", exit_code=attempt.exit_status))
+        for each in effects:
+            self.batch.changes(attempt.run).state_effects.append(each)
+            attempt.run.apply_state(each)
 
     def _duplicate(
         self, attempt: AttemptView, seq: int, digest: bytes, offset: int, size: int

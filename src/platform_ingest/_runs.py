@@ -119,6 +119,23 @@ class RunView:
             )
             self.exit_code = effect.exit_code
             self.stop = effect.stop
+        elif effect.kind == "exited":
+            # The launcher's report of a process that wrote no `finished`: § 4's reading of its
+            # exit status, or `failed` for a signal (a negative status, as subprocess reports).
+            if effect.exit_code is None:
+                raise ValueError("an exited effect carries its exit status")
+            self.exit_code, self.stop = effect.exit_code, None
+            if effect.exit_code < 0:
+                self.state, self.outcome, self.refusal = "failed", None, None
+                self.reason = f"signal_{-effect.exit_code}"
+            else:
+                reading = read_exit_code(effect.exit_code)
+                self.state, self.outcome = reading.state, reading.outcome
+                self.reason = reading.reason
+                self.refusal = reading.refusal if reading.state == "refused" else None
+        elif effect.kind == "abandoned":
+            # An operator gave up on the run's stream (`abandon`): it ends here, failed.
+            self.state, self.reason, self.outcome, self.stop = "failed", "abandoned", None, None
         elif effect.kind == "unsupported_version":
             # Its stream cannot be read by this platform: not live, not ended either (an upgraded
             # platform reads the stream again and the run goes on from it).

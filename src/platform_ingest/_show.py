@@ -1,10 +1,11 @@
 """`show`: the state of books, runs and attempts, in the JSON shape of SPEC § 8.
 
     {"books": [{"book_id", "path", "error", "problems": [{"kind", "detail", "since", "seen_at"}],
+      "actions": [{"action_id", "action", "engine_run_id", "by", "reason", "at", "evidence"}],
       "runs": [{"run_id", "state", "reason", "stop",
       "refusal", "outcome", "exit_code", "committed_micro_usd", "shortfall_micro_usd",
       "settled_micro_usd", "spent_micro_usd", "units": [...], "progress": {phase: {"done", "total"}},
-      "attempts": [{"engine_run_id", "state", "last_seq",
+      "attempts": [{"engine_run_id", "state", "last_seq", "exit_status",
                     "error": null | {"kind", "seq", "offset", "detail"}}]}],
       "lag": {"bytes", "lines", "lines_exact", "last_applied_at"}}]}
 
@@ -20,6 +21,10 @@ A run's `committed_micro_usd` is the engine's ledger as last seen on that run, a
 the book's, cumulative across runs; `spent_micro_usd` (an addition) is the run's own part of it,
 so that a sum over runs is right. Attempts are listed in stream order: the file order of their
 hellos, whatever order they were named or first seen in.
+
+A book's `actions` (an addition) are the audit of what operators and the launcher did to it
+(`_remedies`): every remedy, with who, why, when and the evidence it overrode, oldest first. An
+attempt's `exit_status` (an addition) is what the launcher reported with `exited`, or null.
 
 The text view prints every value from a journal or a directory name through `_plain.plain`.
 """
@@ -109,6 +114,7 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
                     "engine_run_id": row["engine_run_id"],
                     "state": row["state"],
                     "last_seq": row["last_seq"],
+                    "exit_status": row["exit_status"],
                     "error": _error(row),
                 }
             )
@@ -123,6 +129,19 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
                     "seen_at": row["seen_at"].isoformat(),
                 }
             )
+    actions: dict[str, list[dict[str, Any]]] = {book_id: [] for book_id in book_ids}
+    for row in db.fetch_all(_sql.ACTIONS_OF_BOOKS, (book_ids,)):
+        actions[row["book_id"]].append(
+            {
+                "action_id": row["action_id"],
+                "action": row["action"],
+                "engine_run_id": row["engine_run_id"],
+                "by": row["by_whom"],
+                "reason": row["reason"],
+                "at": row["at"].isoformat(),
+                "evidence": row["evidence"],
+            }
+        )
     for runs in runs_by_book.values():
         _spent_per_run(runs)
     lags = lag_of_books(db, books)
@@ -132,6 +151,7 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
             "path": book["path"],
             "error": _error(book),
             "problems": problems[book["book_id"]],
+            "actions": actions[book["book_id"]],
             "runs": runs_by_book[book["book_id"]],
             "lag": lags[book["book_id"]].as_json(),
         }
@@ -177,6 +197,11 @@ def render_text(state: dict[str, Any]) -> str:
         for problem in book.get("problems", ()):
             lines.append(
                 f"  ! {problem['kind']} since {problem['since']}: {plain(problem['detail'])}"
+            )
+        for action in book.get("actions", ()):
+            lines.append(
+                f"  * {action['at']} {action['action']} {plain(action['engine_run_id'] or '')}"
+                f" by {plain(action['by'])}: {plain(action['reason'])}"
             )
         for run in book["runs"]:
             why = plain(run["outcome"] or run["reason"] or run["refusal"] or "")

@@ -41,7 +41,8 @@ _RUN_COLUMNS = (
 _ATTEMPT_COLUMNS = (
     "attempt_id, run_id, engine_run_id, state, last_seq, last_line_sha256, hint_offset,"
     " hint_line_bytes, hint_file, stream_index, stream_version, chunker_version, error_kind,"
-    " error_seq, error_offset, error_detail, last_line_time"
+    " error_seq, error_offset, error_detail, last_line_time, exit_status,"
+    " EXISTS (SELECT 1 FROM line_skips s WHERE s.attempt_id = attempts.attempt_id) AS has_skips"
 )
 _BOOK_COLUMNS = (
     "book_id, path, scan_offset, scan_line_bytes, scan_sha256, scan_file, scan_stream, scan_mode,"
@@ -179,6 +180,47 @@ MIGRATIONS: dict[int, tuple[Statement, ...]] = {
             "v2_attempts_stream_offset",
             "ALTER TABLE attempts ALTER COLUMN stream_index TYPE bigint",
         ),
+        # The exit status the launcher reports (`exited`): a process that wrote no `finished`
+        # still ends its run. `exited`, `disowned` and `abandoned` are states an operator's or the
+        # launcher's word puts an attempt in.
+        _ddl(
+            "v2_attempts_exit",
+            """ALTER TABLE attempts ADD COLUMN exit_status integer,
+                 ADD COLUMN exited_at timestamptz,
+                 DROP CONSTRAINT attempts_state_check,
+                 ADD CONSTRAINT attempts_state_check CHECK (state IN ('pending', 'active',
+                   'parked', 'finished', 'stalled', 'quarantined', 'refused', 'superseded',
+                   'exited', 'disowned', 'abandoned'))""",
+        ),
+        # Every operator remedy and launcher report: who, why, when, and the evidence it overrode.
+        # Never updated, never deleted by the apply path.
+        _ddl(
+            "v2_operator_actions",
+            """CREATE TABLE operator_actions (
+                 action_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                 book_id text NOT NULL REFERENCES books,
+                 engine_run_id text,
+                 action text NOT NULL,
+                 by_whom text NOT NULL,
+                 reason text NOT NULL,
+                 at timestamptz NOT NULL DEFAULT now(),
+                 evidence jsonb NOT NULL DEFAULT '{}')""",
+        ),
+        _ddl(
+            "v2_operator_actions_book",
+            "CREATE INDEX operator_actions_book ON operator_actions (book_id, action_id)",
+        ),
+        # A line an operator skipped (`skip`): at this seq of this attempt, the line with this
+        # sha256 advances the cursor with no effect, and only that line.
+        _ddl(
+            "v2_line_skips",
+            """CREATE TABLE line_skips (
+                 attempt_id bigint NOT NULL,
+                 seq bigint NOT NULL,
+                 sha256 bytea NOT NULL,
+                 action_id bigint NOT NULL,
+                 PRIMARY KEY (attempt_id, seq))""",
+        ),
     ),
 }
 
@@ -308,10 +350,58 @@ ATTEMPT_QUARANTINE = _q(
          error_offset = %s, error_detail = %s
        WHERE attempt_id = %s AND state = %s""",
 )
+ATTEMPT_EXITED = _q(
+    "attempt_exited",
+    """UPDATE attempts SET exit_status = %s, exited_at = now(),
+         state = CASE WHEN state IN ('pending', 'active') THEN 'exited' ELSE state END
+       WHERE attempt_id = %s""",
+)
+ATTEMPT_SET_STATE = _q(
+    "attempt_set_state",
+    """UPDATE attempts SET state = %s, error_kind = NULL, error_seq = NULL, error_offset = NULL,
+         error_detail = NULL
+       WHERE attempt_id = %s AND state = %s""",
+)
+ATTEMPT_INSERT_DISOWNED = _q(
+    "attempt_insert_disowned",
+    """INSERT INTO attempts (book_id, run_id, engine_run_id, state)
+       VALUES (%s, %s, %s, 'disowned') RETURNING attempt_id""",
+)
+ATTEMPTS_UNPARK = _q(
+    "attempts_unpark",
+    """UPDATE attempts SET state = 'active', error_kind = NULL, error_seq = NULL,
+         error_offset = NULL, error_detail = NULL
+       WHERE book_id = %s AND state = 'parked'""",
+)
 ATTEMPTS_OF_RUNS = _q(
     "attempts_of_runs",
     f"""SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ANY(%s)
         ORDER BY run_id, stream_index NULLS LAST, attempt_id""",
+)
+
+# --- operator actions -------------------------------------------------------------------
+
+ACTION_INSERT = _q(
+    "action_insert",
+    """INSERT INTO operator_actions (book_id, engine_run_id, action, by_whom, reason, evidence)
+       VALUES (%s, %s, %s, %s, %s, %s) RETURNING action_id""",
+)
+ACTIONS_OF_BOOKS = _q(
+    "actions_of_books",
+    """SELECT action_id, book_id, engine_run_id, action, by_whom, reason, at, evidence
+       FROM operator_actions WHERE book_id = ANY(%s) ORDER BY book_id, action_id""",
+)
+LINE_SKIP_INSERT = _q(
+    "line_skip_insert",
+    "INSERT INTO line_skips (attempt_id, seq, sha256, action_id) VALUES (%s, %s, %s, %s)",
+)
+LINE_SKIPS_OF_ATTEMPTS = _q(
+    "line_skips_of_attempts",
+    "SELECT attempt_id, seq, sha256 FROM line_skips WHERE attempt_id = ANY(%s)",
+)
+BOOK_EPOCH_BUMP = _q(
+    "book_epoch_bump",
+    "UPDATE books SET scan_epoch = scan_epoch + 1 WHERE book_id = %s",
 )
 
 # --- line hashes and units ------------------------------------------------------------------

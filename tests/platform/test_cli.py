@@ -68,7 +68,7 @@ def test_show_json_has_exactly_the_contract_shape(
     assert cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))[0] == 0
     state = show_json(capsys, fresh_dsn, book)
     (shown,) = state["books"]
-    assert set(shown) == {"book_id", "path", "runs", "error", "problems", "lag"}
+    assert set(shown) == {"book_id", "path", "runs", "error", "problems", "actions", "lag"}
     assert (shown["book_id"], shown["path"], shown["error"]) == (
         "book-1",
         str(book.resolve()),
@@ -78,7 +78,7 @@ def test_show_json_has_exactly_the_contract_shape(
     assert set(run) == RUN_KEYS
     assert (run["state"], run["units"], run["committed_micro_usd"]) == ("running", ["u-1"], 1500)
     (attempt,) = run["attempts"]
-    assert set(attempt) == {"engine_run_id", "state", "last_seq", "error"}
+    assert set(attempt) == {"engine_run_id", "state", "last_seq", "exit_status", "error"}
     assert set(attempt["error"]) == {"kind", "seq", "offset", "detail"}
     assert (attempt["state"], attempt["error"]["kind"], attempt["error"]["seq"]) == (
         "quarantined",
@@ -152,7 +152,7 @@ def test_release_command(
     assert (code, out.strip()) == (0, f"stream {RUN_A} released: active")
     code, _, err = cli(capsys, "--dsn", fresh_dsn, "release", str(book), RUN_A)
     assert code == 2
-    assert "only a quarantined or stalled" in err
+    assert "only a quarantined, stalled or refused" in err
 
 
 def _status_script(tmp_path: Path, payload: dict[str, Any], exit_code: int = 0) -> str:

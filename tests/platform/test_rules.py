@@ -64,7 +64,7 @@ def test_clean_stream_applies_every_effect(db: Database, make_book: MakeBook) ->
     assert run["progress"] == {"draft": {"done": 2, "total": 4}, "review": {"done": 0, "total": 4}}
     assert run["committed_micro_usd"] == 2500
     assert run["attempts"] == [
-        {"engine_run_id": RUN_A, "state": "finished", "last_seq": 8, "error": None}
+        {"engine_run_id": RUN_A, "state": "finished", "last_seq": 8, "exit_status": None, "error": None}
     ]
 
 
@@ -521,6 +521,7 @@ def test_named_pending_attempt_is_shown_pending(db: Database, make_book: MakeBoo
         "engine_run_id": RUN_A,
         "state": "pending",
         "last_seq": 0,
+        "exit_status": None,
         "error": None,
     }
 

@@ -33,6 +33,7 @@ from platform_ingest import Database, _sql, migrate
 from platform_ingest._db import set_statement_hook
 from platform_ingest._membership import live_workers
 from platform_ingest._operate import name_stream, release_attempt
+from platform_ingest._remedies import abandon_attempt, disown_stream, report_exit, skip_line
 from platform_ingest._repair import repair_book
 from platform_ingest._schema import require_current
 from platform_ingest._show import show_state
@@ -40,7 +41,16 @@ from platform_ingest._show import show_state
 pytestmark = pytest.mark.postgres
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
-GROWING_TABLES = {"books", "runs", "attempts", "line_hashes", "run_units", "book_problems"}
+GROWING_TABLES = {
+    "books",
+    "runs",
+    "attempts",
+    "line_hashes",
+    "run_units",
+    "book_problems",
+    "operator_actions",
+    "line_skips",
+}
 SHA = hashlib.sha256(b"x").digest()
 
 # Representative parameters for EXPLAIN, one entry per listed query (a new statement must add one).
@@ -92,6 +102,15 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     ),
     "attempt_release": ("active", 42, "quarantined"),
     "attempt_quarantine": ("database_refused", 8, 100, "SQLSTATE 54000", 42, "active"),
+    "attempt_exited": (-9, 42),
+    "attempt_set_state": ("abandoned", 42, "stalled"),
+    "attempt_insert_disowned": ("book-00042", 42, "stream-foreign"),
+    "attempts_unpark": ("book-00042",),
+    "action_insert": ("book-00042", "stream-00042", "skip", "ops", "why", Jsonb({})),
+    "actions_of_books": (["book-00042", "book-00043"],),
+    "line_skip_insert": (42, 8, SHA, 1),
+    "line_skips_of_attempts": ([42, 43],),
+    "book_epoch_bump": ("book-00042",),
     "attempts_of_runs": ([42, 43],),
     "line_hashes_insert": ([42, 42], [900001, 900002], [SHA, SHA]),
     "line_hashes_window": (42, 10, 4106),
@@ -135,6 +154,14 @@ def filled(pg_admin_dsn: str, pg_template: str) -> Iterator[psycopg.Connection[t
             "INSERT INTO book_problems (book_id, kind, detail) SELECT 'book-' ||"
             " lpad(n::text, 5, '0'), 'journal_not_regular', 'a FIFO'"
             " FROM generate_series(1, 5000, 2) n"
+        )
+        connection.execute(
+            "INSERT INTO operator_actions (book_id, engine_run_id, action, by_whom, reason)"
+            " SELECT 'book-' || lpad((1 + n % 5000)::text, 5, '0'), 'stream-x', 'release',"
+            " 'ops', 'why' FROM generate_series(1, 20000) n"
+        )
+        connection.execute(
+            "INSERT INTO line_skips SELECT a, 7, '\\x00'::bytea, 1 FROM generate_series(1, 5000) a"
         )
         connection.execute("ANALYZE")
         yield connection
@@ -285,6 +312,24 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         with psycopg.connect(empty_dsn, autocommit=True) as admin:
             refuse_poison_units(admin)
         sweep(db, fifo)
+        remedied = make_book("book-remedies")
+        name_stream(db, str(remedied), RUN_A)
+        report_exit(db, str(remedied), RUN_A, -9)
+        bad = b'{"seq":2,"type":"spend","time":"x"}\n'
+        write(
+            remedied,
+            hello(RUN_A, book="book-remedies"),
+            bad,
+            spend(3, 5),
+            hello(RUN_B, "book-remedies"),
+        )
+        sweep(db, remedied, auto=False)
+        skip_line(db, str(remedied), RUN_A, 2, sha256=hashlib.sha256(bad).hexdigest(), reason="r")
+        sweep(db, remedied, auto=False)
+        disown_stream(db, str(remedied), RUN_B, reason="not ours")
+        abandoned = make_book("book-abandoned")
+        name_stream(db, str(abandoned), RUN_A)
+        abandon_attempt(db, str(abandoned), RUN_A, reason="never started")
         show_state(db, [str(named)])
         live_workers(db)
     finally:
