@@ -6,15 +6,21 @@ Every system call on the file goes through a `JournalIO`, the one seam where tes
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
+
+from ._line import LINE_BYTES_MAX
 
 JOURNAL_FILE_NAME = "events.jsonl"
 _TAIL_CHUNK_BYTES = 64 * 1024
+_TAIL_WINDOW_BYTES = 1024 * 1024
+"""How much of the file a `TailReader` holds at a time (one line at most, if a line is longer)."""
 
 log = logging.getLogger("engine_events.journal")
 
@@ -170,11 +176,20 @@ class JournalFile:
         self._io.fsync(self._require_fd())
 
     def last_line(self) -> bytes | None:
-        """The last whole line of the file (newline included), or None for an empty file."""
+        """The last whole line of the file (newline included), or None for an empty file or a
+        last line longer than any line the emitter writes (it is not one of ours: not read)."""
         if self.size == 0:
             return None
         start = self._end_of_last_line(self.size - 1)
+        if self.size - start > LINE_BYTES_MAX:
+            return None
         return self.read_range(start, self.size)
+
+    @contextlib.contextmanager
+    def tail(self) -> Iterator[TailReader]:
+        """A reader that walks the file backwards from its end (`size`)."""
+        with open(self.path, "rb") as reader:
+            yield TailReader(reader, self.size)
 
     def read_range(self, start: int, end: int) -> bytes:
         with open(self.path, "rb") as reader:
@@ -210,3 +225,43 @@ class JournalFile:
         if self._fd is None:
             raise OSError(errno.EBADF, "the journal is not open", str(self.path))
         return self._fd
+
+
+class TailReader:
+    """Steps backwards through a file from a position, checking that the bytes just before it
+    are the ones expected. It reads the file in windows of about `_TAIL_WINDOW_BYTES` (more only
+    for one longer expected piece), so walking back over any length holds a bounded amount."""
+
+    def __init__(self, reader: BinaryIO, end: int) -> None:
+        self._reader = reader
+        self.position = end
+        self._window = b""
+        self._window_start = end
+
+    def step_back_over(self, expected: bytes) -> bool:
+        """If the bytes just before the position are `expected`, move the position to their
+        start and return True; otherwise return False and stay."""
+        start = self.position - len(expected)
+        if start < 0:
+            return False
+        if start < self._window_start:
+            window_start = max(0, min(start, self.position - _TAIL_WINDOW_BYTES))
+            self._reader.seek(window_start)
+            self._window = self._reader.read(self.position - window_start)
+            self._window_start = window_start
+            if len(self._window) != self.position - window_start:
+                return False  # the file is shorter than it was: nothing there to match
+        offset = start - self._window_start
+        if memoryview(self._window)[offset : offset + len(expected)] != expected:
+            return False
+        self.position = start
+        return True
+
+    def at_line_start(self) -> bool:
+        """Whether the position is the start of the file or just after a `\\n`."""
+        if self.position == 0:
+            return True
+        if self.position > self._window_start:
+            return self._window[self.position - self._window_start - 1] == ord("\n")
+        self._reader.seek(self.position - 1)
+        return self._reader.read(1) == b"\n"

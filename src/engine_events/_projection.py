@@ -3,12 +3,15 @@
 Rows are projected in (stream, seq) order; a stream's `projected_seq` says how far its rows are known
 to be durable in the file. The watermark may lag behind the file (it is recorded for free in the next
 outbox row, see `_outbox.store`), never run ahead of it: a row past the watermark is either not in
-the file or at its very end, where recovery finds it instead of appending it twice.
+the file or at its very end, where recovery finds it instead of appending it twice, however many
+rows and bytes that end holds.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import _outbox, _sql
@@ -18,15 +21,17 @@ BATCH_LINES_MAX = 512
 BATCH_BYTES_MAX = 8 * 1024 * 1024
 """One write()+fsync carries at most this many lines and (about) this many bytes."""
 
-_RECOVERY_MATCH_BYTES_MAX = 16 * 1024 * 1024
-"""How far back recovery looks for rows already at the end of the file (the watermark's lag)."""
+_SEQ_OF_A_ROW = re.compile(rb'\{"seq":([1-9][0-9]{0,18}),')
+"""How every line the emitter writes starts: enough to name the row the file's last line may be."""
 
 
-@dataclass
-class _Row:
+@dataclass(frozen=True)
+class Pending:
+    """A stream with committed rows past its watermark: `projected_seq` < seq <= `last_seq`."""
+
     stream_no: int
-    seq: int
-    line: bytes
+    projected_seq: int
+    last_seq: int
 
 
 class Projector:
@@ -38,15 +43,17 @@ class Projector:
         self.projected: dict[int, int] = {}
         """stream_no -> projected seq known to be durable in the file (may be ahead of SQLite)."""
 
-    def load_watermarks(self) -> list[tuple[int, int]]:
+    def load_watermarks(self) -> list[Pending]:
         """Read the recorded watermarks; return the streams that have rows left to project."""
         pending = [
-            (state.stream_no, state.projected_seq)
+            Pending(state.stream_no, state.projected_seq, state.last_seq)
             for state in _outbox.streams(self._conn)
             if state.projected_seq < state.last_seq
         ]
-        for stream_no, projected_seq in pending:
-            self.projected[stream_no] = max(self.projected.get(stream_no, 0), projected_seq)
+        for stream in pending:
+            self.projected[stream.stream_no] = max(
+                self.projected.get(stream.stream_no, 0), stream.projected_seq
+            )
         return pending
 
     def project_stream(self, stream_no: int) -> int:
@@ -89,45 +96,81 @@ class Projector:
             # only: made durable before they count as projected, or a power cut after the
             # watermark is recorded would lose them for good (nothing would append them again).
             self._journal.sync()
-            for row in found:
-                self.projected[row.stream_no] = row.seq
+            self.projected.update(found)
         written = 0
-        for stream_no, _ in pending:
-            written += self.project_stream(stream_no)
+        for stream in pending:
+            written += self.project_stream(stream.stream_no)
         return written
 
     def record_watermarks(self) -> None:
         """Record every stream's watermark in its own transaction (start-up, repair, close)."""
         _outbox.record_projected(self._conn, self.projected)
 
-    def _rows_already_at_end(self, pending: list[tuple[int, int]]) -> list[_Row]:
+    def _rows_already_at_end(self, pending: list[Pending]) -> dict[int, int]:
         """After a crash between the write and the watermark, the first unprojected rows may
-        already be the last lines of the file. Return the longest such run."""
+        already be the last lines of the file. Find the longest such run; return, for each stream
+        it covers, the seq of its last row in the file.
+
+        The unprojected rows, all streams in projection order, are R; the file can only end with
+        a prefix of R (or with none of it). The file's last line names the row that would end
+        that prefix: one candidate per pending stream, its row at that seq. Each candidate is
+        checked from its row back to the start of R, row bytes against the file's bytes read
+        backwards in bounded windows, the latest stream's first (the longest run). Memory stays
+        bounded whatever the run's length; the cost is one read of the run, from SQLite and from
+        the file, which the fsync that follows reads anyway.
+        """
         last_line = self._journal.last_line()
         if last_line is None:
-            return []
-        candidates: list[_Row] = []
-        size = 0
-        for stream_no, projected_seq in pending:
-            rows = self._conn.execute(
-                _sql.OUTBOX_AFTER,
-                {"stream_no": stream_no, "after_seq": projected_seq, "limit": BATCH_LINES_MAX},
-            )
-            for seq, line in rows:
-                candidates.append(_Row(stream_no, seq, bytes(line)))
-                size += len(line)
-                if size > _RECOVERY_MATCH_BYTES_MAX:
-                    break
-            rows.close()
-            if size > _RECOVERY_MATCH_BYTES_MAX:
-                break
-        ends = [index for index, row in enumerate(candidates) if row.line == last_line]
-        for end in reversed(ends):
-            run = b"".join(row.line for row in candidates[: end + 1])
-            start = self._journal.size - len(run)
-            if start < 0:
+            return {}
+        match = _SEQ_OF_A_ROW.match(last_line)
+        if match is None:
+            return {}
+        seq = int(match.group(1))
+        for index in reversed(range(len(pending))):
+            stream = pending[index]
+            if not stream.projected_seq < seq <= stream.last_seq:
                 continue
-            before = self._journal.read_range(start - 1, start) if start > 0 else b"\n"
-            if before == b"\n" and self._journal.read_range(start, self._journal.size) == run:
-                return candidates[: end + 1]
-        return []
+            if _outbox.line_at(self._conn, stream.stream_no, seq) != last_line:
+                continue
+            earlier = pending[:index]
+            if self._run_ends_the_file(earlier, stream, seq):
+                found = {
+                    earlier_stream.stream_no: earlier_stream.last_seq for earlier_stream in earlier
+                }
+                found[stream.stream_no] = seq
+                return found
+        return {}
+
+    def _run_ends_the_file(self, earlier: list[Pending], stream: Pending, seq: int) -> bool:
+        """Whether the file ends, at a line boundary, with the unprojected rows of `earlier`
+        streams whole and those of `stream` up to `seq`."""
+        segments = [(stream.stream_no, stream.projected_seq, seq)] + [
+            (other.stream_no, other.projected_seq, other.last_seq) for other in reversed(earlier)
+        ]
+        with self._journal.tail() as tail:
+            for stream_no, after_seq, through_seq in segments:
+                for line in self._rows_backwards(stream_no, after_seq, through_seq):
+                    if not tail.step_back_over(line):
+                        return False
+            return tail.at_line_start()
+
+    def _rows_backwards(self, stream_no: int, after_seq: int, through_seq: int) -> Iterator[bytes]:
+        """The lines of rows `after_seq` < seq <= `through_seq` of a stream, the last one first,
+        read in batches."""
+        while through_seq > after_seq:
+            rows = self._conn.execute(
+                _sql.OUTBOX_BEFORE,
+                {
+                    "stream_no": stream_no,
+                    "after_seq": after_seq,
+                    "through_seq": through_seq,
+                    "limit": BATCH_LINES_MAX,
+                },
+            ).fetchall()
+            for row_seq, line in rows:
+                if row_seq != through_seq:  # dense by construction, as in project_stream
+                    raise RuntimeError(f"outbox hole in stream {stream_no} at seq {through_seq}")
+                yield bytes(line)
+                through_seq -= 1
+            if not rows:
+                raise RuntimeError(f"outbox hole in stream {stream_no} at seq {through_seq}")

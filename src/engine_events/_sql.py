@@ -78,6 +78,11 @@ OUTBOX_AFTER = (
     "SELECT seq, line FROM engine_events_outbox "
     "WHERE stream_no = :stream_no AND seq > :after_seq ORDER BY seq LIMIT :limit"
 )
+OUTBOX_BEFORE = (
+    "SELECT seq, line FROM engine_events_outbox "
+    "WHERE stream_no = :stream_no AND seq > :after_seq AND seq <= :through_seq "
+    "ORDER BY seq DESC LIMIT :limit"
+)
 OUTBOX_LINE = "SELECT line FROM engine_events_outbox WHERE stream_no = :stream_no AND seq = :seq"
 
 # -- journal state -----------------------------------------------------------------------------------
@@ -107,6 +112,7 @@ QUERIES: tuple[str, ...] = (
     OUTBOX_LAST,
     OUTBOX_INSERT,
     OUTBOX_AFTER,
+    OUTBOX_BEFORE,
     OUTBOX_LINE,
     JOURNAL_STATE_GET,
     JOURNAL_STATE_SET,

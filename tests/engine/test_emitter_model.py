@@ -136,6 +136,16 @@ class EngineLife(RuleBasedStateMachine):
         assert keys == list(self.committed)[: len(keys)], "the file is the committed order's prefix"
 
     @invariant()
+    def no_line_is_in_the_journal_twice(self) -> None:
+        """Whatever crashed where, a restart or a repair recognises the rows already at the end
+        of the file: a line is never appended a second time."""
+        journal = self.book / "events.jsonl"
+        if journal.exists():
+            content = journal.read_bytes()
+            lines = content[: content.rfind(b"\n") + 1].splitlines()
+            assert len(lines) == len(set(lines)), "a line is in the journal twice"
+
+    @invariant()
     def a_healthy_live_engine_has_projected_everything(self) -> None:
         if (
             self.emitter is not None
