@@ -251,6 +251,8 @@ class Emitter:
             )
             self._stream_no = int(cursor.lastrowid or 0)
             self._store(hello)
+            # The stream's summary row exists from its first line: one write per process.
+            _outbox.refresh_summary(self._conn, self._stream_no)
         except BaseException:
             self._conn.rollback()
             raise

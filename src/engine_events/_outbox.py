@@ -4,12 +4,20 @@ Each row carries a running summary of its stream (see `_sql.MIGRATIONS`), so the
 its last seq, how far it was projected, where its latest progress/spend/ceiling/finished are — is the
 last row's, read with one index seek and always consistent with the host's transaction: a rolled-back
 event takes its summary with it.
+
+Since schema 2 a stream also has a summary row of its own, a copy of a last row's summary with the
+lines it points at, refreshed when the stream starts and whenever its watermark is recorded (start,
+repair, close), never per event. Whichever of the two is further along is the stream's state, so a
+stream whose outbox rows were pruned still reports the same. A row may be pruned only once its
+stream's summary row was refreshed past it, which the watermark's recording does: a stream whose
+recorded watermark reached its last seq has its summary up to date.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import _sql
 from ._events import Event
@@ -29,6 +37,7 @@ class StreamState:
 
 
 _EMPTY = (0, 0, None, None, None, None)
+_NO_SUMMARY = (0, None, None, None, None, None, None, None, None)
 
 
 def _last_row(
@@ -67,13 +76,22 @@ def store(
     return seq, line
 
 
-def streams(conn: sqlite3.Connection) -> list[StreamState]:
-    """Every stream of the book, oldest first, with its state as of its last committed row."""
+def streams(conn: sqlite3.Connection, *, summaries: bool = True) -> list[StreamState]:
+    """Every stream of the book, oldest first, with its state as of its last committed row, or
+    as of its summary row when that is further along (its rows were pruned). `summaries`: whether
+    the database has summary rows (schema 2 and later)."""
+    summary_rows = (
+        {row[0]: row[1:] for row in conn.execute(_sql.SUMMARY_ALL).fetchall()} if summaries else {}
+    )
     states = []
     for stream_no, engine_run_id, book_id, recorded_projected in conn.execute(
         _sql.STREAMS_ALL
     ).fetchall():
         last_seq, row_projected, *latest = _last_row(conn, stream_no)
+        summary = summary_rows.get(stream_no)
+        if summary is not None and summary[0] > last_seq:
+            last_seq, *latest = summary
+            row_projected = 0  # only the recorded watermark speaks for pruned rows
         states.append(
             StreamState(
                 stream_no=stream_no,
@@ -98,14 +116,67 @@ def line_at(conn: sqlite3.Connection, stream_no: int, seq: int) -> bytes:
     return bytes(row[0])
 
 
-def record_projected(conn: sqlite3.Connection, projected: dict[int, int]) -> None:
-    """Record how far each stream is projected, in a transaction of its own (start, close, repair)."""
+def latest_line(
+    conn: sqlite3.Connection, state: StreamState, kind: str, *, summaries: bool = True
+) -> bytes | None:
+    """The line of the stream's latest event of `kind` (one of `SUMMARY_TYPES`), or None: from
+    the outbox, or from the stream's summary row once the outbox row is pruned."""
+    seq = state.latest.get(kind)
+    if seq is None:
+        return None
+    try:
+        return line_at(conn, state.stream_no, seq)
+    except LookupError:
+        if not summaries:
+            raise
+    summary = _summary_row(conn, state.stream_no)
+    index = _sql.SUMMARY_TYPES.index(kind)
+    line = summary[5 + index]
+    if summary[1 + index] != seq or line is None:
+        raise LookupError(f"no line of stream {state.stream_no} at seq {seq}")
+    return bytes(line)
+
+
+def _summary_row(conn: sqlite3.Connection, stream_no: int) -> tuple[Any, ...]:
+    row = conn.execute(_sql.SUMMARY_GET, {"stream_no": stream_no}).fetchone()
+    return _NO_SUMMARY if row is None else tuple(row)
+
+
+def refresh_summary(conn: sqlite3.Connection, stream_no: int) -> None:
+    """Bring the stream's summary row up to its last outbox row, inside the caller's transaction.
+
+    Reads only the lines that changed since the last refresh, and writes nothing when the summary
+    is already that far (or the stream's rows are gone)."""
+    last_seq, _, *latest = _last_row(conn, stream_no)
+    summary = _summary_row(conn, stream_no)
+    if last_seq == 0 or summary[0] >= last_seq:
+        return
+    values: dict[str, object] = {"stream_no": stream_no, "last_seq": last_seq}
+    for index, (kind, seq) in enumerate(zip(_sql.SUMMARY_TYPES, latest, strict=True)):
+        if seq is None:
+            line = None
+        elif summary[1 + index] == seq:
+            line = summary[5 + index]
+        else:
+            line = line_at(conn, stream_no, seq)
+        values[f"{kind}_seq"] = seq
+        values[f"{kind}_line"] = line
+    conn.execute(_sql.SUMMARY_UPSERT, values)
+
+
+def record_projected(
+    conn: sqlite3.Connection, projected: dict[int, int], *, summaries: bool = True
+) -> None:
+    """Record how far each stream is projected, in a transaction of its own (start, close,
+    repair), and bring each one's summary row up to date with it (`summaries`: schema 2 on)."""
     conn.execute(_sql.BEGIN_IMMEDIATE)
     try:
         for stream_no, projected_seq in projected.items():
             conn.execute(
                 _sql.STREAM_PROJECTED_SET, {"stream_no": stream_no, "projected_seq": projected_seq}
             )
+            if summaries:
+                refresh_summary(conn, stream_no)
     except BaseException:
         conn.rollback()
         raise

@@ -37,9 +37,13 @@ class Pending:
 class Projector:
     """Appends committed rows of the host's database to the journal file."""
 
-    def __init__(self, conn: sqlite3.Connection, journal: JournalFile) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, journal: JournalFile, *, summaries: bool = True
+    ) -> None:
         self._conn = conn
         self._journal = journal
+        self._summaries = summaries
+        """Whether the database has stream summary rows (schema 2 on) to read and keep."""
         self.projected: dict[int, int] = {}
         """stream_no -> projected seq known to be durable in the file (may be ahead of SQLite)."""
 
@@ -47,7 +51,7 @@ class Projector:
         """Read the recorded watermarks; return the streams that have rows left to project."""
         pending = [
             Pending(state.stream_no, state.projected_seq, state.last_seq)
-            for state in _outbox.streams(self._conn)
+            for state in _outbox.streams(self._conn, summaries=self._summaries)
             if state.projected_seq < state.last_seq
         ]
         for stream in pending:
@@ -103,8 +107,9 @@ class Projector:
         return written
 
     def record_watermarks(self) -> None:
-        """Record every stream's watermark in its own transaction (start-up, repair, close)."""
-        _outbox.record_projected(self._conn, self.projected)
+        """Record every stream's watermark, and refresh its summary row, in a transaction of
+        their own (start-up, repair, close)."""
+        _outbox.record_projected(self._conn, self.projected, summaries=self._summaries)
 
     def _rows_already_at_end(self, pending: list[Pending]) -> dict[int, int]:
         """After a crash between the write and the watermark, the first unprojected rows may

@@ -57,15 +57,19 @@ def require_known_version(conn: sqlite3.Connection) -> int:
     return found
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the schema to `SCHEMA_VERSION` in one transaction; refuse a newer database untouched."""
+def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> tuple[int, int]:
+    """Bring the schema to `target` (the newest by default) in one transaction; refuse a newer
+    database than this code knows, untouched. Never goes back: a database already past `target`
+    stays as it is. Returns the versions before and after."""
+    if not 0 <= target <= SCHEMA_VERSION:
+        raise ValueError(f"target must be 0..{SCHEMA_VERSION}, got {target}")
     if conn.in_transaction:
         raise RuntimeError("migrate() must run outside a transaction")
     require_known_version(conn)  # before BEGIN IMMEDIATE: refusing takes no write lock
     conn.execute(_sql.BEGIN_IMMEDIATE)
     try:
         found = require_known_version(conn)  # again, under the write lock
-        for version in range(found + 1, SCHEMA_VERSION + 1):
+        for version in range(found + 1, target + 1):
             for statement in _sql.MIGRATIONS[version - 1]:
                 conn.execute(statement)
             conn.execute(_sql.SCHEMA_VERSION_SET, {"version": str(version)})
@@ -73,3 +77,4 @@ def migrate(conn: sqlite3.Connection) -> None:
         conn.rollback()
         raise
     conn.commit()
+    return found, max(found, target)

@@ -42,7 +42,46 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " finished_seq INTEGER,"
         " PRIMARY KEY (stream_no, seq))",
     ),
+    # 2: a summary row per stream, so that a stream's state outlives the outbox rows that carry
+    # it (retention prunes them): its last seq and the seq and exact line of its latest event of
+    # each type the status report needs. It is a copy of a last outbox row's running summary,
+    # refreshed when a stream starts and when its watermark is recorded, never per event; the
+    # outbox's last row, when there is one, stays the fresher truth. Existing streams get theirs
+    # from their last rows here, so an upgraded book reports the same status.
+    (
+        "CREATE TABLE engine_events_stream_summary ("
+        " stream_no INTEGER PRIMARY KEY REFERENCES engine_events_stream (stream_no),"
+        " last_seq INTEGER NOT NULL CHECK (last_seq >= 1),"
+        " progress_seq INTEGER CHECK (progress_seq BETWEEN 1 AND last_seq),"
+        " progress_line BLOB CHECK ((progress_line IS NULL) = (progress_seq IS NULL)),"
+        " spend_seq INTEGER CHECK (spend_seq BETWEEN 1 AND last_seq),"
+        " spend_line BLOB CHECK ((spend_line IS NULL) = (spend_seq IS NULL)),"
+        " ceiling_seq INTEGER CHECK (ceiling_seq BETWEEN 1 AND last_seq),"
+        " ceiling_line BLOB CHECK ((ceiling_line IS NULL) = (ceiling_seq IS NULL)),"
+        " finished_seq INTEGER CHECK (finished_seq BETWEEN 1 AND last_seq),"
+        " finished_line BLOB CHECK ((finished_line IS NULL) = (finished_seq IS NULL)))",
+        "INSERT INTO engine_events_stream_summary (stream_no, last_seq,"
+        " progress_seq, progress_line, spend_seq, spend_line,"
+        " ceiling_seq, ceiling_line, finished_seq, finished_line) "
+        "SELECT latest.stream_no, latest.seq,"
+        " latest.progress_seq, (SELECT line FROM engine_events_outbox"
+        " WHERE stream_no = latest.stream_no AND seq = latest.progress_seq),"
+        " latest.spend_seq, (SELECT line FROM engine_events_outbox"
+        " WHERE stream_no = latest.stream_no AND seq = latest.spend_seq),"
+        " latest.ceiling_seq, (SELECT line FROM engine_events_outbox"
+        " WHERE stream_no = latest.stream_no AND seq = latest.ceiling_seq),"
+        " latest.finished_seq, (SELECT line FROM engine_events_outbox"
+        " WHERE stream_no = latest.stream_no AND seq = latest.finished_seq) "
+        "FROM engine_events_stream AS stream "
+        # CROSS JOIN keeps the streams the outer loop: one seek into the outbox per stream.
+        "CROSS JOIN engine_events_outbox AS latest ON latest.stream_no = stream.stream_no"
+        " AND latest.seq = (SELECT seq FROM engine_events_outbox"
+        " WHERE stream_no = stream.stream_no ORDER BY seq DESC LIMIT 1)",
+    ),
 )
+SUMMARY_SINCE = 2
+"""The schema version that has `engine_events_stream_summary`. The repair channel reads and repairs
+an older database as it is (it never migrates: the book's own engine does that when it starts)."""
 
 SUMMARY_TYPES = ("progress", "spend", "ceiling", "finished")
 """The event types whose latest occurrence each outbox row points at."""
@@ -85,6 +124,31 @@ OUTBOX_BEFORE = (
 )
 OUTBOX_LINE = "SELECT line FROM engine_events_outbox WHERE stream_no = :stream_no AND seq = :seq"
 
+# -- stream summaries (schema 2) ---------------------------------------------------------------------
+
+SUMMARY_ALL = (
+    "SELECT stream_no, last_seq, progress_seq, spend_seq, ceiling_seq, finished_seq "
+    "FROM engine_events_stream_summary ORDER BY stream_no"
+)
+SUMMARY_GET = (
+    "SELECT last_seq, progress_seq, spend_seq, ceiling_seq, finished_seq,"
+    " progress_line, spend_line, ceiling_line, finished_line "
+    "FROM engine_events_stream_summary WHERE stream_no = :stream_no"
+)
+SUMMARY_UPSERT = (
+    "INSERT INTO engine_events_stream_summary (stream_no, last_seq,"
+    " progress_seq, progress_line, spend_seq, spend_line,"
+    " ceiling_seq, ceiling_line, finished_seq, finished_line) "
+    "VALUES (:stream_no, :last_seq, :progress_seq, :progress_line, :spend_seq, :spend_line,"
+    " :ceiling_seq, :ceiling_line, :finished_seq, :finished_line) "
+    "ON CONFLICT (stream_no) DO UPDATE SET last_seq = excluded.last_seq,"
+    " progress_seq = excluded.progress_seq, progress_line = excluded.progress_line,"
+    " spend_seq = excluded.spend_seq, spend_line = excluded.spend_line,"
+    " ceiling_seq = excluded.ceiling_seq, ceiling_line = excluded.ceiling_line,"
+    " finished_seq = excluded.finished_seq, finished_line = excluded.finished_line "
+    "WHERE excluded.last_seq > engine_events_stream_summary.last_seq"
+)
+
 # -- journal state -----------------------------------------------------------------------------------
 
 JOURNAL_STATE_GET = "SELECT value FROM engine_events_meta WHERE key = 'journal'"
@@ -114,6 +178,9 @@ QUERIES: tuple[str, ...] = (
     OUTBOX_AFTER,
     OUTBOX_BEFORE,
     OUTBOX_LINE,
+    SUMMARY_ALL,
+    SUMMARY_GET,
+    SUMMARY_UPSERT,
     JOURNAL_STATE_GET,
     JOURNAL_STATE_SET,
 )

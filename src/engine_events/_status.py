@@ -26,18 +26,20 @@ from .errors import BookDirectoryError, EngineEventsError, ProjectLocked
 
 def read_status(conn: sqlite3.Connection) -> dict[str, Any]:
     """The status report of a book's database (see the module docstring for its shape)."""
-    if require_known_version(conn) == 0:  # the emitter never ran on this database
+    version = require_known_version(conn)
+    # An older database is read as it is: the repair channel never migrates (an older engine
+    # would then refuse its own book); the book's engine migrates it when it starts.
+    summaries = version >= _sql.SUMMARY_SINCE
+    if version == 0:  # the emitter never ran on this database
         states: list[_outbox.StreamState] = []
     else:
-        states = _outbox.streams(conn)
+        states = _outbox.streams(conn, summaries=summaries)
     latest = states[-1] if states else None
     journal_row = None if not states else conn.execute(_sql.JOURNAL_STATE_GET).fetchone()
 
     def data_of(state: _outbox.StreamState, event_type: str) -> Any:
-        seq = state.latest.get(event_type)
-        if seq is None:
-            return None
-        return orjson.loads(_outbox.line_at(conn, state.stream_no, seq))["data"]
+        line = _outbox.latest_line(conn, state, event_type, summaries=summaries)
+        return None if line is None else orjson.loads(line)["data"]
 
     def newest(event_type: str) -> Any:
         """The latest event of a type across streams: the ledger and progress carry over."""
@@ -73,12 +75,13 @@ def repair(conn: sqlite3.Connection, book_dir: Path, *, io: JournalIO | None = N
 
     `io` is the journal's system calls (the real ones unless a test injects faults). A repair that
     projected everything ends a degraded episode: the journal's state is recorded `ok` again."""
-    if require_known_version(conn) == 0:
+    version = require_known_version(conn)
+    if version == 0:
         return  # the emitter never ran here: there is no outbox to project
     journal = JournalFile(book_dir, io or OsJournalIO())
     try:
         journal.open()
-        projector = Projector(conn, journal)
+        projector = Projector(conn, journal, summaries=version >= _sql.SUMMARY_SINCE)
         projector.recover()
         projector.record_watermarks()
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import shutil
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -16,8 +17,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from engine_events import Spend, UnitDone
 from engine_events._emitter import Emitter
 from engine_events._lock import BookLock
-from engine_events._schema import DATABASE_FILE_NAME, connect
-from engine_events._status import repair
+from engine_events._schema import DATABASE_FILE_NAME, connect, schema_version
+from engine_events._status import read_status, repair
 from engine_events.testing import CRASH_POINTS, FaultyIO, SimulatedCrash, abandon
 
 Key = tuple[str, int]
@@ -144,6 +145,33 @@ class EngineLife(RuleBasedStateMachine):
             content = journal.read_bytes()
             lines = content[: content.rfind(b"\n") + 1].splitlines()
             assert len(lines) == len(set(lines)), "a line is in the journal twice"
+
+    @invariant()
+    def pruning_the_settled_streams_changes_no_status(self) -> None:
+        """Retention may drop the outbox rows of every stream whose recorded watermark reached
+        its last seq; each such stream's summary row then tells `status` exactly the same."""
+        if self.conn.in_transaction or schema_version(self.conn) == 0:
+            return
+        copy = sqlite3.connect(":memory:")
+        try:
+            self.conn.backup(copy)
+            settled = [
+                stream_no
+                for stream_no, recorded in copy.execute(
+                    "SELECT stream_no, projected_seq FROM engine_events_stream"
+                )
+                if recorded > 0
+                and recorded
+                == copy.execute(
+                    "SELECT max(seq) FROM engine_events_outbox WHERE stream_no = ?", (stream_no,)
+                ).fetchone()[0]
+            ]
+            for stream_no in settled:
+                copy.execute("DELETE FROM engine_events_outbox WHERE stream_no = ?", (stream_no,))
+            event(f"streams pruned: {min(len(settled), 3)}+")
+            assert read_status(copy) == read_status(self.conn)
+        finally:
+            copy.close()
 
     @invariant()
     def a_healthy_live_engine_has_projected_everything(self) -> None:

@@ -12,12 +12,18 @@ import pytest
 from engine_events import BankStop, Ceiling, Finished, PhaseCount, Progress, Spend, UnitDone
 from engine_events._emitter import Emitter
 from engine_events._schema import DATABASE_FILE_NAME, connect
-from engine_events._sql import ALL_STATEMENTS, QUERIES
+from engine_events._sql import ALL_STATEMENTS, MIGRATIONS, QUERIES
 from engine_events._status import read_status, repair
 
 # Tables that grow with processes (one row per stream), never with events: reading them whole is
 # what the repair channel and recovery are for.
-_SMALL_TABLES = ("engine_events_stream", "engine_events_meta", "sqlite_master")
+_SMALL_TABLES = (
+    "engine_events_stream",
+    "engine_events_stream_summary",
+    "engine_events_meta",
+    "sqlite_master",
+    "stream",  # the streams, in the step-2 migration that gives each one its summary row
+)
 
 _LITERAL = r"(?:-?\d+(?:\.\d+)?|'(?:[^']|'')*'|[Xx]'[0-9A-Fa-f]*'|NULL)"
 
@@ -57,6 +63,29 @@ def test_no_statement_scans_the_outbox(filled: sqlite3.Connection, statement: st
         if detail.startswith("SCAN"):
             assert detail.split()[1] in _SMALL_TABLES, f"{statement!r} scans: {details}"
         assert "TEMP B-TREE" not in detail or "engine_events_outbox" not in statement, details
+
+
+def _assert_no_outbox_scan(conn: sqlite3.Connection, statement: str) -> None:
+    plan = conn.execute(f"EXPLAIN QUERY PLAN {statement}", _parameters(statement)).fetchall()
+    details = [row[3] for row in plan]
+    for detail in details:
+        if detail.startswith("SCAN"):
+            assert detail.split()[1] in _SMALL_TABLES, f"{statement!r} scans: {details}"
+        assert "TEMP B-TREE" not in detail, details
+
+
+@pytest.mark.parametrize("version", range(1, len(MIGRATIONS) + 1))
+def test_no_migration_scans_the_outbox(filled: sqlite3.Connection, version: int) -> None:
+    """Each data statement of each migration step reads the outbox by seeks only (the step-2 fill
+    runs over a populated outbox): one per stream, never a scan or a sort of the events."""
+    data_statements = [
+        statement
+        for statement in MIGRATIONS[version - 1]
+        if not statement.startswith("CREATE TABLE")
+    ]
+    for statement in data_statements:
+        _assert_no_outbox_scan(filled, statement)
+    assert version == 1 or data_statements, "step 2 fills its table from the outbox"
 
 
 def test_a_whole_life_runs_only_listed_statements(book_dir: Path) -> None:
