@@ -311,6 +311,10 @@ def _check_hello(data: dict[str, Any], seq: int) -> None:
         )
     _string(data, "book_id", seq)
     _string(data, "chunker_version", seq)
+    if "pid" in data:  # since 1.4, optional; checked whatever minor the hello names
+        pid = data["pid"]
+        if type(pid) is not int or not 1 <= pid <= BIGINT_MAX:
+            raise WrongType("pid", "an integer from 1 to 2**63 - 1", seq=seq)
     if seq != 1:
         raise HelloNotFirst(
             f"a hello must carry seq 1, found seq {seq}", seq=seq, engine_run_id=run_id

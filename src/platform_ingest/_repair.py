@@ -29,7 +29,7 @@ from ._decode import BIGINT_MAX
 from ._exit_codes import ExitCode
 from ._remedies import default_operator, record_action
 from ._runs import RunView, StateEffect
-from .errors import EngineLive, NotFound, StatusUnreadable, StreamNotSeen
+from .errors import EngineLive, NotFound, StatusUnreadable, StreamDisowned, StreamNotSeen
 
 logger = logging.getLogger("platform_ingest")
 
@@ -236,5 +236,10 @@ def _attempt_of(db: Database, book_id: str, engine_run_id: object) -> dict[str, 
     if row is None:
         raise StreamNotSeen(
             f"stream {engine_run_id} is not yet seen by the platform: sweep the book first"
+        )
+    if row["state"] == "disowned":
+        raise StreamDisowned(
+            f"the engine's latest stream {engine_run_id} was disowned: its ledger and outcome "
+            "are not this book's runs'"
         )
     return row

@@ -94,6 +94,11 @@ class StreamRules:
             self._apply(attempt, line, digest, offset, size)
         elif line.seq <= attempt.last_seq:
             self._duplicate(attempt, line.seq, digest, offset, size)
+            if line.type == "finished" and attempt.state in ("active", "exited"):
+                # Its finished was applied before an operator released or skipped a line of it:
+                # the stream is finished again, not live (a foreign stream must not park it).
+                attempt.state = "finished"
+                self.batch.touch(attempt)
         elif attempt.state == "finished":  # nothing follows a finished, not even after a hole
             self._problem(
                 attempt,

@@ -369,8 +369,8 @@ ATTEMPT_INSERT_DISOWNED = _q(
 )
 ATTEMPTS_UNPARK = _q(
     "attempts_unpark",
-    """UPDATE attempts SET state = 'active', error_kind = NULL, error_seq = NULL,
-         error_offset = NULL, error_detail = NULL
+    """UPDATE attempts SET state = CASE WHEN exit_status IS NULL THEN 'active' ELSE 'exited' END,
+         error_kind = NULL, error_seq = NULL, error_offset = NULL, error_detail = NULL
        WHERE book_id = %s AND state = 'parked'""",
 )
 ATTEMPTS_OF_RUNS = _q(

@@ -44,7 +44,8 @@
      └── RepairError                           the repair channel could not be used
           ├── EngineLive                       the engine holds the book's lock (exit 12)
           ├── StatusUnreadable                 the status command failed or printed nonsense
-          └── StreamNotSeen                    the engine's latest stream is not in Postgres yet
+          ├── StreamNotSeen                    the engine's latest stream is not in Postgres yet
+          └── StreamDisowned                   the engine's latest stream was disowned
 
 A `StreamProblem` carries fields, not only a message: `kind` (the name `show` prints), `seq` (None
 when the line has none), `offset` (the byte offset where the offending line starts) and, for a
@@ -421,3 +422,8 @@ class StatusUnreadable(RepairError):
 
 class StreamNotSeen(RepairError):
     """The engine's latest stream is not yet known to Postgres: sweep the book, then repair."""
+
+
+class StreamDisowned(RepairError):
+    """The engine's latest stream was disowned (`disown`): its status speaks for another engine,
+    and nothing of it may reach our runs."""

@@ -28,7 +28,7 @@ from platform_journals import (
     write,
 )
 
-from platform_ingest import ConfigError, Database
+from platform_ingest import ConfigError, Database, StreamDisowned
 from platform_ingest._cli import main
 from platform_ingest._operate import name_stream
 from platform_ingest._remedies import abandon_attempt, disown_stream, report_exit, skip_line
@@ -350,3 +350,65 @@ def _last_seq(db: Database, book: Path) -> int:
 
 def _registered(db: Database, book: Path) -> bool:
     return any(shown["book_id"] == book.name for shown in show_state(db)["books"])
+
+
+def test_repair_refuses_when_the_engines_latest_stream_was_disowned(
+    db: Database, make_book: MakeBook, tmp_path: Path
+) -> None:
+    """Before, repair settled our run with the disowned stream's outcome (a foreign ceiling
+    paused our failed run)."""
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    write(book, hello(RUN_A), spend(2, 10), hello(RUN_C), ceiling(2))
+    sweep(db, book, auto=False)
+    report_exit(db, str(book), RUN_A, -9)
+    disown_stream(db, str(book), RUN_C, reason="not ours")
+    status = {
+        "book_id": "book-1",
+        "engine_run_id": RUN_C,
+        "streams": [],
+        "journal": "ok",
+        "progress": {},
+        "money": {"committed_micro_usd": 10},
+        "ceiling": {"halted": True, "scope": "book", "shortfall_micro_usd": 5},
+        "finished": None,
+    }
+    script = tmp_path / "status.py"
+    script.write_text(f"import json\nprint(json.dumps({status!r}))\n")
+    with pytest.raises(StreamDisowned):
+        repair_book(db, str(book), status_command=f"{sys.executable} {script}")
+    run = _run_of(db, book, RUN_A)
+    assert (run["state"], run["reason"]) == ("failed", "signal_9")
+
+
+def test_a_released_finished_stream_is_finished_again_and_never_parks(
+    db: Database, make_book: MakeBook
+) -> None:
+    """Before, release (or a skip) left a finished attempt `active` for good, and a later
+    foreign stream parked its completed run."""
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    write(book, hello(RUN_A), spend(2, 10), finished(3, money=10))
+    sweep(db, book, auto=False)
+    conflict = spend(2, 11)
+    append(book, conflict)
+    sweep(db, book, auto=False)
+    assert _attempt(db, book, RUN_A)["state"] == "quarantined"
+    skip_line(
+        db, str(book), RUN_A, 2, sha256=hashlib.sha256(conflict).hexdigest(), reason="re-sent"
+    )
+    append(book, hello(RUN_C), spend(2, 99))
+    sweep(db, book, auto=False)
+    assert _attempt(db, book, RUN_A)["state"] == "finished"
+    assert _run_of(db, book, RUN_A)["state"] == "completed"
+
+
+def test_disown_unparks_an_exited_attempt_as_exited(db: Database, make_book: MakeBook) -> None:
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    write(book, hello(RUN_A), spend(2, 10), hello(RUN_C))
+    sweep(db, book, auto=False)
+    report_exit(db, str(book), RUN_A, -9)
+    assert _attempt(db, book, RUN_A)["state"] == "parked"
+    disown_stream(db, str(book), RUN_C, reason="not ours")
+    assert _attempt(db, book, RUN_A)["state"] == "exited"
