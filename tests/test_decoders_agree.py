@@ -147,7 +147,7 @@ TYPES = ["hello", "progress", "unit_done", "bank_stop", "ceiling", "spend", "fin
 FIELDS = [
     "stream_version", "engine_run_id", "book_id", "chunker_version", "phases", "unit", "index",
     "signature", "halted", "scope", "shortfall_micro_usd", "committed_micro_usd", "outcome",
-    "exit_code", "stop", "refusal", "volume", "money",
+    "exit_code", "stop", "refusal", "volume", "money", "pid",
 ]  # fmt: skip
 TIME = "2026-11-30T02:08:57.213Z"
 TIMES = [
@@ -189,7 +189,9 @@ def data_objects(draw: st.DrawFn, kind: str) -> dict[str, Any]:
     if kind == "hello" and draw(st.booleans()):
         data.update(
             stream_version=draw(
-                st.sampled_from(["1.3", "1.0", "2.0", "0.1", "1", "x.y", "10.3", "1." + "0" * 254])
+                st.sampled_from(
+                    ["1.3", "1.4", "1.9", "1.0", "2.0", "0.1", "1", "x.y", "10.3", "1." + "0" * 254]
+                )
             ),
             engine_run_id=draw(st.sampled_from(["r", ""]) | any_strings),
             book_id=draw(st.just("b") | any_strings),
@@ -452,6 +454,42 @@ def test_done_over_total_is_refused(done: int, total: int) -> None:
         assert expected == "malformed"
 
 
+PIDS = (
+    st.integers(-2, 3)
+    | st.integers(2**63 - 3, 2**63 + 2)
+    | st.integers(-(2**64), 2**64)
+    | json_values
+)
+"""Any value a `hello.pid` may be given: every JSON type, and integers around both ends."""
+
+
+@given(pid=PIDS, version=st.sampled_from(["1.3", "1.4", "1.9"]))
+def test_a_pid_is_read_iff_it_is_an_integer_from_1_to_int64_max(pid: Any, version: str) -> None:
+    """Stream 1.4's one new field, `hello.pid`: every reader accepts a hello carrying it iff it is
+    a JSON integer from 1 to 2**63 - 1, whatever minor the hello names; absent, it is not missed.
+    The emitter builds exactly those, and only in a hello of 1.4 or later."""
+    data = {"stream_version": version, "engine_run_id": "r", "book_id": "b", "chunker_version": "c"}
+    without = orjson.dumps({"seq": 1, "type": "hello", "time": TIME, "data": data}) + b"\n"
+    with_pid = {"seq": 1, "type": "hello", "time": TIME, "data": {**data, "pid": pid}}
+    raw = json.dumps(with_pid, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    )
+    fits = type(pid) is int and 1 <= pid <= 2**63 - 1
+    assert assert_all_agree(without) == "ok"
+    assert assert_all_agree(raw + b"\n") == ("ok" if fits else "malformed")
+    if pid is None:
+        return  # to the emitter, no pid means a hello without the field
+    try:
+        hello = Hello(
+            engine_run_id="r", book_id="b", chunker_version="c", stream_version=version, pid=pid
+        )
+    except EventError:
+        assert not fits or version == "1.3"
+    else:
+        assert fits and version != "1.3"
+        assert assert_all_agree(encode_line(1, hello, TIME)) == "ok"
+
+
 @given(time_digits)
 def test_a_time_is_read_iff_it_is_a_real_instant(time: str) -> None:
     """Any digits in the shape of `time`: every reader accepts exactly the real instants, and the
@@ -480,6 +518,15 @@ constructors: st.SearchStrategy[Callable[[], Event]] = st.one_of(
         engine_run_id=adversarial,
         book_id=adversarial,
         chunker_version=adversarial,
+    ),
+    st.builds(
+        partial,
+        st.just(Hello),
+        engine_run_id=adversarial,
+        book_id=adversarial,
+        chunker_version=adversarial,
+        stream_version=st.sampled_from(["1.3", "1.4"]),
+        pid=st.none() | PIDS,
     ),
     st.builds(
         partial,

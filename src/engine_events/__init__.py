@@ -8,6 +8,7 @@ from ._decode import Line, decode_line
 from ._emitter import Emitter, JournalErrorPolicy
 from ._events import (
     STREAM_VERSION,
+    STREAM_VERSIONS,
     BankStop,
     Ceiling,
     Event,
@@ -38,6 +39,7 @@ from .errors import (
     ProjectLocked,
     SchemaMismatch,
     StreamFinished,
+    StreamVersionNotSupported,
     UnsupportedVersion,
 )
 
@@ -45,6 +47,7 @@ __all__ = [
     "DATABASE_FILE_NAME",
     "LINE_BYTES_MAX",
     "STREAM_VERSION",
+    "STREAM_VERSIONS",
     "BankStop",
     "BookDirectoryError",
     "BookLock",
@@ -72,6 +75,7 @@ __all__ = [
     "SchemaMismatch",
     "Spend",
     "StreamFinished",
+    "StreamVersionNotSupported",
     "UnitDone",
     "UnsupportedVersion",
     "connect",

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._demo import DemoOptions, StopRequests, run_demo
+from ._events import STREAM_VERSION, STREAM_VERSIONS
 from ._schema import DATABASE_FILE_NAME
 from ._status import command as status_command
 from ._verify import command as verify_command
@@ -50,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="degrade",
         help="degrade: keep going, events wait in the outbox (default); fail: exit 1",
     )
+    demo.add_argument(
+        "--stream-version",
+        default=STREAM_VERSION,
+        help=f"the stream version to write, one of {', '.join(STREAM_VERSIONS)} "
+        f"(default {STREAM_VERSION}); any other is refused with exit 10",
+    )
 
     status = commands.add_parser("status", help="report on a stopped run (the repair channel)")
     status.add_argument("book_dir", type=Path)
@@ -90,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             engine_run_id=args.engine_run_id,
             book_id=args.book_id,
             on_journal_error=args.on_journal_error,
+            stream_version=args.stream_version,
         )
         args.book_dir.mkdir(parents=True, exist_ok=True)  # a demo may start a new book
         return run_demo(args.book_dir, options, stops=stops)

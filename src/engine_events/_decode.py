@@ -225,6 +225,10 @@ def _check_hello(data: dict[str, Any]) -> None:
         return  # refused by require_supported; the rest is another major's business
     _string(data, "book_id")
     _string(data, "chunker_version")
+    if "pid" in data:  # since 1.4, optional; checked whatever minor the hello names
+        pid = data["pid"]
+        if isinstance(pid, bool) or not isinstance(pid, int) or not 1 <= pid <= INTEGER_MAX:
+            raise MalformedLine(f"pid must be an integer from 1 to 2**63 - 1, got {pid!r}")
 
 
 def _check_progress(data: dict[str, Any]) -> None:

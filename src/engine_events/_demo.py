@@ -21,7 +21,16 @@ from types import FrameType
 from typing import Literal
 
 from ._emitter import Emitter, JournalErrorPolicy
-from ._events import Ceiling, Finished, PhaseCount, Progress, Spend, UnitDone
+from ._events import (
+    STREAM_VERSION,
+    Ceiling,
+    Finished,
+    PhaseCount,
+    Progress,
+    Spend,
+    UnitDone,
+    require_writable_stream_version,
+)
 from ._exit_codes import ExitCode
 from ._journal_file import JournalIO
 from ._lock import BookLock
@@ -58,6 +67,7 @@ class DemoOptions:
     engine_run_id: str | None = None
     book_id: str | None = None
     on_journal_error: JournalErrorPolicy = "degrade"
+    stream_version: str = STREAM_VERSION
 
 
 class StopRequests:
@@ -95,6 +105,9 @@ def run_demo(
     """Run the reference engine on `book_dir`; return its exit code."""
     stops = stops or StopRequests()
     try:
+        # A version the emitter does not write is a configuration error: refused (exit 10)
+        # before the lock, the database or the journal is touched.
+        require_writable_stream_version(options.stream_version)
         with BookLock(book_dir) as lock:
             conn = connect(book_dir / DATABASE_FILE_NAME)
             try:
@@ -108,6 +121,7 @@ def run_demo(
                     on_journal_error=options.on_journal_error,
                     lock=lock,
                     io=io,
+                    stream_version=options.stream_version,
                 ) as emitter:
                     return _Engine(conn, emitter, options, stops).run()
             finally:

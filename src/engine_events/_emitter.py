@@ -26,7 +26,14 @@ from typing import Any, Literal
 import orjson
 
 from . import _outbox, _sql
-from ._events import Event, Hello
+from ._events import (
+    PID_SINCE,
+    STREAM_VERSION,
+    Event,
+    Hello,
+    require_writable_stream_version,
+    stream_version_tuple,
+)
 from ._journal_file import JournalFile, JournalIO, OsJournalIO
 from ._line import now_time
 from ._lock import BookLock
@@ -58,8 +65,10 @@ class Emitter:
         *,
         on_journal_error: JournalErrorPolicy,
         status_interval_s: float,
+        stream_version: str = STREAM_VERSION,
     ) -> None:
         self._conn = conn
+        self.stream_version = stream_version
         self.book_dir = book_dir
         self._lock = lock
         self._journal = journal
@@ -92,13 +101,19 @@ class Emitter:
         lock: BookLock | None = None,
         io: JournalIO | None = None,
         status_interval_s: float = 1.0,
+        stream_version: str = STREAM_VERSION,
     ) -> Emitter:
         """Take the book lock, recover, and start a new stream with its `hello` (seq 1).
 
         Recovery runs in the order of the contract: (1) a torn tail is cut back to the last `\\n`,
         (2) committed rows of earlier streams that were not projected are appended, byte-identical,
         (3) the new stream's hello is committed and projected.
+
+        `stream_version` is the version the stream is written in, one of `STREAM_VERSIONS`:
+        "1.3" (the default) or "1.4", whose hello also carries the process's `pid`. Any other is
+        refused with `StreamVersionNotSupported` (exit 10) before the book is touched.
         """
+        require_writable_stream_version(stream_version)
         if on_journal_error not in ("degrade", "fail"):
             raise ValueError(
                 f"on_journal_error must be 'degrade' or 'fail', not {on_journal_error!r}"
@@ -117,6 +132,7 @@ class Emitter:
                 journal,
                 on_journal_error=on_journal_error,
                 status_interval_s=status_interval_s,
+                stream_version=stream_version,
             )
             emitter._degraded = emitter._journal_state() == "degraded"
             emitter._recover()
@@ -239,7 +255,14 @@ class Emitter:
             self._projector.record_watermarks()
 
     def _begin_stream(self, engine_run_id: str, book_id: str, chunker_version: str) -> None:
-        hello = Hello(engine_run_id=engine_run_id, book_id=book_id, chunker_version=chunker_version)
+        writes_pid = stream_version_tuple(self.stream_version) >= PID_SINCE
+        hello = Hello(
+            engine_run_id=engine_run_id,
+            book_id=book_id,
+            chunker_version=chunker_version,
+            stream_version=self.stream_version,
+            pid=os.getpid() if writes_pid else None,
+        )
         self._conn.execute(_sql.BEGIN_IMMEDIATE)
         try:
             if self._conn.execute(

@@ -1,4 +1,4 @@
-"""The vocabulary of stream version 1.3: one frozen dataclass per event type.
+"""The vocabulary of stream versions 1.3 and 1.4: one frozen dataclass per event type.
 
 Each event validates its fields when it is built, so a bad value fails in the host's code, at the
 call that made it, and never reaches the outbox. `data()` gives the `data` object of the line with
@@ -13,10 +13,16 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from ._money import require_micro_usd
-from .errors import EventError
+from .errors import EventError, StreamVersionNotSupported
 
 STREAM_VERSION = "1.3"
+"""The stream version the emitter writes unless the host picks another of `STREAM_VERSIONS`."""
+STREAM_VERSIONS = ("1.3", "1.4")
+"""The stream versions the emitter can write. 1.4 adds one optional field, `hello.pid`."""
 STREAM_MAJOR = 1
+PID_SINCE = (1, 4)
+"""The first stream version whose `hello` may carry `pid`."""
+PID_MAX = 2**63 - 1
 
 IDENTIFIER_BYTES_MAX = 255
 """The longest identifier-like string of a line, in UTF-8 bytes: `engine_run_id`, `book_id`,
@@ -60,6 +66,21 @@ def _require_str(
     return require_storable_str(value, name, limit_bytes)
 
 
+def require_writable_stream_version(version: object) -> str:
+    """Refuse a stream version the emitter does not write (`StreamVersionNotSupported`)."""
+    if not isinstance(version, str) or version not in STREAM_VERSIONS:
+        raise StreamVersionNotSupported(version, STREAM_VERSIONS)
+    return version
+
+
+def stream_version_tuple(version: str) -> tuple[int, int]:
+    """`(MAJOR, MINOR)` of a stream version; `EventError` when it is not one."""
+    match = STREAM_VERSION_PATTERN.fullmatch(version)
+    if match is None:
+        raise EventError(f"stream_version must be MAJOR.MINOR, got {version!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
 def _require_count(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**63 - 1:
         raise EventError(f"{name} must be a non-negative 64-bit integer, got {value!r}")
@@ -77,29 +98,44 @@ class Event:
 
 @dataclass(frozen=True)
 class Hello(Event):
-    """First line of every stream, always seq 1. The emitter writes it; hosts do not."""
+    """First line of every stream, always seq 1. The emitter writes it; hosts do not.
+
+    `pid` (since 1.4, optional) is the id of the process that writes the stream, as that process
+    sees it (`os.getpid()`): what ties a stream to the exit status its launcher collects."""
 
     type: ClassVar[str] = "hello"
     engine_run_id: str
     book_id: str
     chunker_version: str
     stream_version: str = STREAM_VERSION
+    pid: int | None = None
 
     def __post_init__(self) -> None:
         _require_str(self.engine_run_id, "engine_run_id")
         _require_str(self.book_id, "book_id")
         _require_str(self.chunker_version, "chunker_version", allow_empty=True)
         _require_str(self.stream_version, "stream_version")
-        if STREAM_VERSION_PATTERN.fullmatch(self.stream_version) is None:
-            raise EventError(f"stream_version must be MAJOR.MINOR, got {self.stream_version!r}")
+        version = stream_version_tuple(self.stream_version)
+        if self.pid is not None:
+            if isinstance(self.pid, bool) or not isinstance(self.pid, int):
+                raise EventError(f"pid must be an integer, got {type(self.pid).__name__}")
+            if not 1 <= self.pid <= PID_MAX:
+                raise EventError(f"pid must be from 1 to 2**63 - 1, got {self.pid}")
+            if version < PID_SINCE:
+                raise EventError(
+                    f"pid is a field of stream 1.4; this hello is of stream {self.stream_version}"
+                )
 
     def data(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "stream_version": self.stream_version,
             "engine_run_id": self.engine_run_id,
             "book_id": self.book_id,
             "chunker_version": self.chunker_version,
         }
+        if self.pid is not None:
+            data["pid"] = self.pid
+        return data
 
 
 @dataclass(frozen=True)

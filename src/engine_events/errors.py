@@ -8,6 +8,8 @@
      │    ├── MalformedLine                bad UTF-8 or JSON, not compact, wrong types, bad money,
      │    │                                a string over its bound or holding U+0000, too long
      │    └── UnsupportedVersion           a hello of a stream major other than 1
+     ├── StreamVersionNotSupported         the host asked for a stream version the emitter
+     │    (ValueError)                     does not write (it writes `STREAM_VERSIONS`)
      ├── NotInTransaction (RuntimeError)   `emit` called outside the host's open transaction
      ├── StreamFinished (RuntimeError)     `emit` after the stream's `finished` was stored
      ├── DurabilityError                   the host's SQLite connection does not commit durably
@@ -78,6 +80,20 @@ class UnsupportedVersion(LineError):
     """A `hello` of a stream major this reader does not speak."""
 
     kind = "unsupported_version"
+
+
+class StreamVersionNotSupported(EngineEventsError, ValueError):
+    """The host asked for a stream version this emitter does not write: a configuration error
+    (exit 10), refused before the book is touched."""
+
+    exit_code = ExitCode.CONFIG_INVALID
+
+    def __init__(self, version: object, supported: tuple[str, ...]) -> None:
+        super().__init__(
+            f"stream version {version!r} is not one this emitter writes ({', '.join(supported)})"
+        )
+        self.version = version
+        self.supported = supported
 
 
 class NotInTransaction(EngineEventsError, RuntimeError):

@@ -259,3 +259,37 @@ def test_the_demo_table_shows_journal_text_as_plain_text() -> None:
     assert "[/red]" in text
     assert "1.25" in text
     assert "x" * 100 not in text, "a value is cut to a bounded length"
+
+
+def test_the_demo_writes_the_stream_version_it_is_given(tmp_path: Path) -> None:
+    """`--stream-version 1.4` resumes a 1.3 book as a 1.4 stream whose hello carries the
+    process's pid; `verify` reads the book's two versions as one journal."""
+    book = tmp_path / "book-v"
+    options = ("--units", "2", "--pace-ms", "0", "--unit-cost-micro-usd", "10")
+    code, stderr = finish(demo(book, *options, "--ceiling-micro-usd", "20"))
+    assert code == 4, stderr
+    process = demo(book, *options, "--stream-version", "1.4")
+    code, stderr = finish(process)
+    assert code == 0, stderr
+    hellos = [line["data"] for line in lines(book) if line["type"] == "hello"]
+    assert [hello["stream_version"] for hello in hellos] == ["1.3", "1.4"]  # type: ignore[index]
+    assert "pid" not in hellos[0] and hellos[1]["pid"] == process.pid  # type: ignore[index,operator]
+    verify = subprocess.run(
+        [sys.executable, "-m", "engine_events._cli", "verify", str(book / "events.jsonl")],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stdout.decode()
+    assert status(book)[1]["money"] == {"committed_micro_usd": 40}
+
+
+@pytest.mark.parametrize("version", ["1.5", "2.0", "one"])
+def test_the_demo_refuses_a_stream_version_it_does_not_write(tmp_path: Path, version: str) -> None:
+    """A version the emitter does not write is a configuration error: exit 10, and the book is
+    left as it was (no lock file, no database, no journal)."""
+    book = tmp_path / "book-x"
+    code, stderr = finish(demo(book, "--stream-version", version))
+    assert code == 10, stderr
+    assert "StreamVersionNotSupported" in stderr
+    assert sorted(path.name for path in book.iterdir()) == []

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine_events import (
+    STREAM_VERSIONS,
     BookDirectoryError,
     DurabilityError,
     EventError,
@@ -29,12 +30,14 @@ from engine_events import (
     ProjectLocked,
     SchemaMismatch,
     Spend,
+    StreamVersionNotSupported,
     UnitDone,
 )
 from engine_events._emitter import Emitter
 from engine_events._lock import BookLock
-from engine_events._schema import DATABASE_FILE_NAME, SCHEMA_VERSION, connect
+from engine_events._schema import DATABASE_FILE_NAME, SCHEMA_VERSION, connect, schema_version
 from engine_events._status import read_status
+from engine_events._verify import verify_journal
 from engine_events.errors import StreamFinished
 
 
@@ -202,7 +205,8 @@ def unwritable_dir(tmp_path: Path) -> Iterator[Path]:
         return
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(path)],
-        capture_output=True, check=False,
+        capture_output=True,
+        check=False,
     )
     if mounted.returncode != 0:  # no mount privilege: sysfs refuses new files to root as well
         yield Path("/sys")
@@ -460,3 +464,55 @@ def test_a_hello_the_readers_would_refuse_is_refused_at_open(book_dir: Path) -> 
     conn.close()
     assert not (book_dir / "events.jsonl").exists() or journal_lines(book_dir) == []
     assert BookLock(book_dir).held
+
+
+# -- stream versions -------------------------------------------------------------------------------
+
+
+def test_the_host_picks_stream_1_4_and_its_hello_carries_the_pid(
+    conn: sqlite3.Connection, book_dir: Path
+) -> None:
+    """`stream_version="1.4"` writes a 1.4 hello with the process's pid; the default stays 1.3,
+    without it. One book holds both, and verify reads them."""
+    Emitter.open(conn, book_dir, engine_run_id="old").close()
+    with Emitter.open(conn, book_dir, engine_run_id="new", stream_version="1.4") as emitter:
+        assert emitter.stream_version == "1.4"
+        with emitter.transaction():
+            emitter.emit(Spend(committed_micro_usd=3))
+    old, new, spend = journal_lines(book_dir)
+    assert old["data"]["stream_version"] == "1.3" and "pid" not in old["data"]  # type: ignore[index,operator]
+    assert new["data"] == {
+        "stream_version": "1.4",
+        "engine_run_id": "new",
+        "book_id": "book-1",
+        "chunker_version": "",
+        "pid": os.getpid(),
+    }
+    assert spend["seq"] == 2
+    assert verify_journal(book_dir / "events.jsonl").ok
+
+
+@pytest.mark.parametrize("version", ["1.5", "1.2", "2.0", "", "1.4 ", 1.4, None])
+def test_a_stream_version_the_emitter_does_not_write_is_refused_untouched(
+    conn: sqlite3.Connection, book_dir: Path, version: object
+) -> None:
+    """Any version but 1.3 and 1.4 is refused with StreamVersionNotSupported (exit 10, a
+    configuration error) before the lock, the database or the journal is touched."""
+    with pytest.raises(StreamVersionNotSupported) as raised:
+        Emitter.open(conn, book_dir, stream_version=version)  # type: ignore[arg-type]
+    assert raised.value.exit_code == 10
+    assert raised.value.supported == STREAM_VERSIONS == ("1.3", "1.4")
+    assert not (book_dir / "events.jsonl").exists()
+    assert schema_version(conn) == 0
+    assert BookLock(book_dir).held
+
+
+def test_a_pid_belongs_to_stream_1_4() -> None:
+    """A hello of 1.3 cannot carry a pid (no 1.3 writer wrote one), and a pid is an integer from 1
+    to 2**63 - 1: the event refuses anything else when it is built."""
+    assert Hello(engine_run_id="r", book_id="b", chunker_version="", stream_version="1.4", pid=1)
+    for version, pid in [("1.3", 7), ("1.4", 0), ("1.4", -1), ("1.4", 2**63), ("1.4", True)]:
+        with pytest.raises(EventError):
+            Hello(
+                engine_run_id="r", book_id="b", chunker_version="", stream_version=version, pid=pid
+            )

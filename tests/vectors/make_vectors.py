@@ -411,6 +411,76 @@ LINES += [
     },
 ]
 
+# Stream 1.4 adds one optional field, `hello.pid` (an integer from 1 to 2**63 - 1). A reader that
+# knows it checks its type whenever it is present; a 1.3 reader ignores it as a newer minor's field.
+PID_MAX = 2**63 - 1
+
+
+def hello_with_pid(pid: Any, version: str = "1.4", run: str = RUN_A) -> str:
+    data = {
+        "stream_version": version,
+        "engine_run_id": run,
+        "book_id": BOOK,
+        "chunker_version": "c1",
+        "pid": pid,
+    }
+    return line(1, "hello", data)
+
+
+LINES += [
+    {"name": "hello_1_4_with_pid", "line": hello_with_pid(4242), "verdict": "ok"},
+    {"name": "hello_1_4_without_pid", "line": hello(RUN_A, "1.4"), "verdict": "ok"},
+    {"name": "hello_1_4_pid_1", "line": hello_with_pid(1), "verdict": "ok"},
+    {"name": "hello_1_4_pid_int64_max", "line": hello_with_pid(PID_MAX), "verdict": "ok"},
+    {"name": "hello_1_3_with_a_pid", "line": hello_with_pid(4242, "1.3"), "verdict": "ok"},
+    {"name": "hello_pid_0", "line": hello_with_pid(0), "verdict": "malformed"},
+    {"name": "hello_pid_negative", "line": hello_with_pid(-7), "verdict": "malformed"},
+    {"name": "hello_pid_over_int64", "line": hello_with_pid(PID_MAX + 1), "verdict": "malformed"},
+    {"name": "hello_pid_string", "line": hello_with_pid("4242"), "verdict": "malformed"},
+    {"name": "hello_pid_float", "line": hello_with_pid(4242.0), "verdict": "malformed"},
+    {"name": "hello_pid_null", "line": hello_with_pid(None), "verdict": "malformed"},
+    {"name": "hello_pid_bool", "line": hello_with_pid(True), "verdict": "malformed"},
+    {"name": "hello_pid_object", "line": hello_with_pid({"pid": 1}), "verdict": "malformed"},
+    {
+        "name": "hello_1_3_with_a_bad_pid",
+        "line": hello_with_pid("x", "1.3"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "hello_major_2_with_a_bad_pid",
+        "line": hello_with_pid("x", "2.0"),
+        "verdict": "unsupported_version",
+    },
+]
+
+# A newer minor than any reader here (1.9): unknown fields in known events, at any depth, and
+# unknown event types are read and ignored, as long as the line keeps the rules every line keeps.
+HELLO_1_9 = hello_with_pid(4242, "1.9").replace("}}", ',"host":{"name":"n1","cores":8}}}')
+PROGRESS_1_9 = line(2, "progress", {"phases": {"draft": {"done": 1, "total": 2, "eta_s": 1.5}}})
+CHECKPOINT_1_9 = line(3, "checkpoint", {"pid": "not a field of any event type known here"})
+UNIT_1_9 = line(4, "unit_done", {"unit": "u-0001", "index": 0, "pages": 12})
+SPEND_1_9 = line(5, "spend", {"committed_micro_usd": 1500, "currency": "USD"})
+FINISHED_1_9 = line(
+    6,
+    "finished",
+    {
+        "outcome": "clean",
+        "exit_code": 0,
+        "stop": None,
+        "refusal": None,
+        "volume": {"units_done": 1, "units_total": 1, "units_skipped": 0},
+        "money": {"committed_micro_usd": 1500, "estimated_micro_usd": 1600},
+        "duration_ms": 1234,
+    },
+)
+LINES += [
+    {"name": "hello_1_9_unknown_fields", "line": HELLO_1_9, "verdict": "ok"},
+    {"name": "progress_1_9_unknown_phase_field", "line": PROGRESS_1_9, "verdict": "ok"},
+    {"name": "unknown_type_1_9_with_a_known_field_name", "line": CHECKPOINT_1_9, "verdict": "ok"},
+    {"name": "unit_done_1_9_unknown_field", "line": UNIT_1_9, "verdict": "ok"},
+    {"name": "finished_1_9_unknown_fields", "line": FINISHED_1_9, "verdict": "ok"},
+]
+
 # Lines given as hex because they are not valid text.
 BYTE_LINES: list[dict[str, Any]] = [
     {
@@ -547,6 +617,24 @@ JOURNALS: dict[str, tuple[bytes, list[dict[str, Any]]]] = {
     "impossible_time_in_stream": (
         journal(hello(RUN_A), a_spend_1, spend(3, 2000).replace(T, "2026-02-30T02:08:57.213Z")),
         [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 3, "seq": 3}],
+    ),
+    "versions_1_3_then_1_4": (
+        journal(
+            hello(RUN_A),
+            a_spend_1,
+            finished(3, 4, "ceiling"),
+            hello_with_pid(4242, "1.4", RUN_B),
+            spend(2, 3000),
+            finished(3),
+        ),
+        [
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3},
+            {"engine_run_id": RUN_B, "verdict": "ok", "last_seq": 3},
+        ],
+    ),
+    "newer_minor_1_9": (
+        journal(HELLO_1_9, PROGRESS_1_9, CHECKPOINT_1_9, UNIT_1_9, SPEND_1_9, FINISHED_1_9),
+        [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 6}],
     ),
     "newer_minor_unknown_type": (
         journal(hello(RUN_A, "1.7"), line(2, "heartbeat", {"x": 1}), spend(3, 1000)),
