@@ -20,7 +20,8 @@ from ._line import LINE_BYTES_MAX
 JOURNAL_FILE_NAME = "events.jsonl"
 _TAIL_CHUNK_BYTES = 64 * 1024
 _TAIL_WINDOW_BYTES = 1024 * 1024
-"""How much of the file a `TailReader` holds at a time (one line at most, if a line is longer)."""
+"""How much of the file a `TailReader` holds at a time (more only for one longer expected piece;
+a line is at most 1 MiB)."""
 
 log = logging.getLogger("engine_events.journal")
 
