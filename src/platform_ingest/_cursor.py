@@ -89,6 +89,19 @@ class ProblemRecord:
         return (self.kind, self.seq, self.offset, self.detail)
 
 
+def problem_json(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A row's problem as `show --json` prints it: null or {"kind", "seq", "offset", "detail"}."""
+    record = ProblemRecord.from_row(row)
+    if record is None:
+        return None
+    return {
+        "kind": record.kind,
+        "seq": record.seq,
+        "offset": record.offset,
+        "detail": record.detail,
+    }
+
+
 NO_PROBLEM_PARAMS: tuple[None, None, None, None] = (None, None, None, None)
 
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from . import _sql
 from ._books import book_ref, register_book
-from ._cursor import RELEASABLE_STATES
+from ._cursor import RELEASABLE_STATES, problem_json
 from ._db import Database
-from ._remedies import default_operator, error_json, record_action
+from ._remedies import default_operator, record_action
 from ._runs import RunView
 from .errors import ConfigError, NotFound
 
@@ -102,7 +102,7 @@ def release_attempt(
             "release",
             by=by or default_operator(),
             reason=reason or "released after a look",
-            evidence={"attempt_state": state, "error": error_json(row)},
+            evidence={"attempt_state": state, "error": problem_json(row)},
         )
         db.execute(_sql.BOOK_SCAN_RESET, (book.book_id,))
     logger.warning(

@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 
 from . import _sql
 from ._books import book_ref, register_book
-from ._cursor import ProblemRecord
+from ._cursor import ProblemRecord, problem_json
 from ._db import Database, Row
 from ._journal import open_journal
 from ._runs import RunView, StateEffect
@@ -103,18 +103,6 @@ def _attempt(db: Database, book_id: str, engine_run_id: str) -> Row:
     if row is None:
         raise NotFound(f"no attempt of stream {engine_run_id} on this book (name or sweep it)")
     return row
-
-
-def error_json(row: Row) -> dict[str, Any] | None:
-    record = ProblemRecord.from_row(row)
-    if record is None:
-        return None
-    return {
-        "kind": record.kind,
-        "seq": record.seq,
-        "offset": record.offset,
-        "detail": record.detail,
-    }
 
 
 def _drives_its_run(db: Database, attempt: Row) -> bool:
@@ -259,7 +247,7 @@ def skip_line(
             "offset": error.offset,
             "bytes": size,
             "sha256": digest.hex(),
-            "error": error_json(attempt),
+            "error": problem_json(attempt),
         }
         if sha256 is None:
             return Action(0, book.book_id, engine_run_id, attempt["state"], evidence)
@@ -341,7 +329,7 @@ def abandon_attempt(
         evidence = {
             "attempt_state": state,
             "last_seq": attempt["last_seq"],
-            "error": error_json(attempt),
+            "error": problem_json(attempt),
             "run_state": None
             if run_moved is None
             else {"before": run_moved[0], "after": run_moved[1]},

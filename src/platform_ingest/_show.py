@@ -37,25 +37,13 @@ from typing import Any
 
 from . import _sql
 from ._books import find_book
-from ._cursor import ProblemRecord
+from ._cursor import problem_json
 from ._db import Database, Row
 from ._lag import lag_of_books
 from ._plain import plain
 
 BOOKS_PAGE_ROWS = 500
 """Books are listed in pages of this many (an index range scan, never the whole table at once)."""
-
-
-def _error(row: Row) -> dict[str, Any] | None:
-    record = ProblemRecord.from_row(row)
-    if record is None:
-        return None
-    return {
-        "kind": record.kind,
-        "seq": record.seq,
-        "offset": record.offset,
-        "detail": record.detail,
-    }
 
 
 def _books_rows(db: Database, book_dirs: Sequence[str]) -> list[Row]:
@@ -115,7 +103,7 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
                     "state": row["state"],
                     "last_seq": row["last_seq"],
                     "exit_status": row["exit_status"],
-                    "error": _error(row),
+                    "error": problem_json(row),
                 }
             )
     problems: dict[str, list[dict[str, Any]]] = {book_id: [] for book_id in book_ids}
@@ -149,7 +137,7 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
         {
             "book_id": book["book_id"],
             "path": book["path"],
-            "error": _error(book),
+            "error": problem_json(book),
             "problems": problems[book["book_id"]],
             "actions": actions[book["book_id"]],
             "runs": runs_by_book[book["book_id"]],
