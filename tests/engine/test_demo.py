@@ -163,6 +163,7 @@ def test_second_signal_is_a_hard_stop(tmp_path: Path, second: signal.Signals) ->
     book = tmp_path / "book-h"
     process = demo(book, "--units", "50", "--pace-ms", "3000")
     wait_for_lines(book, 2)
+    time.sleep(0.3)  # into the first step's work (see the soft-stop test above)
     if second == signal.SIGTERM:
         process.send_signal(signal.SIGTERM)
         time.sleep(0.2)
