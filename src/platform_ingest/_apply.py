@@ -31,7 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from . import _sql
 from ._cursor import AttemptView, BookView
@@ -42,8 +42,10 @@ from .errors import CursorMoved, DataRefused
 BATCH_LINES_MAX = 5000
 """The most lines one apply transaction carries."""
 
-CommitHook = Callable[[str], None]
-"""Called by the writer with "before" (no transaction yet) and "locked" (cursors locked)."""
+CommitStage = Literal["before", "locked"]
+"""Where a commit is: "before" (no transaction yet) or "locked" (the cursors locked)."""
+CommitHook = Callable[[CommitStage], None]
+"""Called by the writer at each `CommitStage` of every batch."""
 
 
 @dataclass(eq=False)

@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
+from ._backoff import Backoff
 from ._sql import LISTED_TEXTS, Statement
 from .errors import DatabaseError, DatabaseTimeout, DatabaseUnavailable, DataRefused, IngestError
 
@@ -195,7 +196,7 @@ class Database:
         """Drop the connection and make a new one, waiting (bounded) while the server is away."""
         self.close()
         settings = self.settings
-        wait_s = settings.reconnect_wait_s
+        backoff = Backoff(settings.reconnect_wait_s, settings.reconnect_wait_max_s)
         for attempt in range(1, settings.reconnect_attempts_max + 1):
             try:
                 self._connection = self._connect()
@@ -204,8 +205,7 @@ class Database:
                 if attempt == settings.reconnect_attempts_max:
                     raise
                 logger.info("Postgres unavailable; reconnect attempt %d waits", attempt)
-                time.sleep(wait_s)
-                wait_s = min(wait_s * 2, settings.reconnect_wait_max_s)
+                time.sleep(backoff.next_s())
 
     def _cursor(self, statement: Statement, params: Sequence[Any]) -> psycopg.Cursor[Any]:
         if statement.text not in LISTED_TEXTS:
