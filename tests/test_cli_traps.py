@@ -2,12 +2,53 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
 import re
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import conninfo
+
+from engine_events._cli import build_parser as engine_parser
+from engine_events._cli import main as engine_main
+from platform_ingest import Database, migrate
+from platform_ingest._cli import main as platform_main
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+BIN = Path(sys.executable).parent
+_databases = itertools.count(1)
+
+
+@pytest.fixture
+def dsn(pg_admin_dsn: str) -> Iterator[str]:
+    """A migrated database of this test's own."""
+    name = f"ingest_traps_{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    params = conninfo.conninfo_to_dict(pg_admin_dsn)
+    params["dbname"] = name
+    url = conninfo.make_conninfo(**{key: str(value) for key, value in params.items()})
+    db = Database(url)
+    migrate(db)
+    db.close()
+    yield url
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def platform(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = platform_main(list(argv))
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
 def _unit_exec_start() -> str:
@@ -24,3 +65,88 @@ def test_worker_unit_metrics_port_is_a_real_unprivileged_port(instance: int) -> 
     port = int(port_template.replace("%i", str(instance)))
     assert 1024 <= port <= 65535
     assert port == int(port_template.replace("%i", "1")) + instance - 1
+
+
+# --- messages: one clear line each (trap 6) ------------------------------------------------------
+
+
+def engine(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = engine_main(list(argv))
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def demo_book(book: Path, *extra: str) -> Path:
+    """A real journal: the reference engine's demo over `book`, in a process of its own."""
+    subprocess.run(
+        [
+            *(str(BIN / "engine-events"), "--log-level", "warning", "demo", str(book)),
+            *("--units", "2", "--pace-ms", "0", *extra),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return book
+
+
+def test_status_of_a_file_says_it_is_not_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An existing file given as the book is "not a directory", not "[Errno 2] ... does not
+    exist"."""
+    path = tmp_path / "a-file"
+    path.write_text("")
+    code, out, _ = engine(capsys, "status", str(path), "--json")
+    assert code == 11
+    assert json.loads(out) == {"error": "book_directory", "detail": f"not a directory: {path}"}
+
+
+def test_an_unknown_log_level_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--log-level foo` is refused by argparse (exit 2, the levels listed), not a traceback;
+    the level is read in any case."""
+    code, _, err = engine(capsys, "--log-level", "foo", "verify", "x")
+    assert code == 2
+    assert "invalid choice: 'FOO'" in err and "DEBUG" in err
+    assert engine_parser().parse_args(["--log-level", "debug", "verify", "x"]).log_level == "DEBUG"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--units", "0"], "argument --units: not a positive integer: '0'"),
+        (["--units", "x"], "argument --units: not a positive integer: 'x'"),
+        (["--pace-ms", "-1"], "argument --pace-ms: not a non-negative integer: '-1'"),
+    ],
+)
+def test_counts_are_checked_with_a_readable_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """`--units 0` is refused, and no function name (`_positive_int`) shows in the error."""
+    code, _, err = engine(capsys, "demo", str(tmp_path / "book"), *argv)
+    assert code == 2
+    assert message in err
+    assert "_int" not in err
+    assert not (tmp_path / "book").exists()
+
+
+def test_verify_counts_one_line_in_the_singular(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal = tmp_path / "journal.ndjson"
+    journal.write_bytes(b"\n")  # one line, judged malformed: the count is what matters here
+    code, out, _ = engine(capsys, "verify", str(journal))
+    assert code != 0
+    assert " 1 line," in out and "1 lines" not in out
+
+
+@pytest.mark.postgres
+def test_sweep_of_a_missing_book_names_its_path_once(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = platform(capsys, "--dsn", dsn, "sweep", "nope")
+    assert code == 2
+    assert err.count("nope") == 1, err

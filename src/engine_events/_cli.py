@@ -14,12 +14,27 @@ from ._schema import DATABASE_FILE_NAME
 from ._status import command as status_command
 from ._verify import command as verify_command
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text}")
+
+def _integer(text: str, *, least: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    return _integer(text, least=1, what="a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer of at least 0."""
+    return _integer(text, least=0, what="a non-negative integer")
 
 
 def _stages(text: str) -> tuple[str, ...]:
@@ -32,17 +47,21 @@ def _stages(text: str) -> tuple[str, ...]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engine-events", description=__doc__)
     parser.add_argument(
-        "--log-level", default="INFO", help="logging level on stderr (default INFO)"
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default="INFO",
+        help=f"logging level on stderr, one of {', '.join(LOG_LEVELS)} (default INFO)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="run the reference engine on a book directory")
     demo.add_argument("book_dir", type=Path)
-    demo.add_argument("--units", type=_positive_int, default=6)
+    demo.add_argument("--units", type=positive_int, default=6)
     demo.add_argument("--stages", type=_stages, default=("draft", "edit"))
-    demo.add_argument("--unit-cost-micro-usd", type=_positive_int, default=250_000)
-    demo.add_argument("--ceiling-micro-usd", type=_positive_int, default=None)
-    demo.add_argument("--pace-ms", type=_positive_int, default=100)
+    demo.add_argument("--unit-cost-micro-usd", type=non_negative_int, default=250_000)
+    demo.add_argument("--ceiling-micro-usd", type=non_negative_int, default=None)
+    demo.add_argument("--pace-ms", type=non_negative_int, default=100)
     demo.add_argument("--engine-run-id", default=None)
     demo.add_argument("--book-id", default=None, help="default: the directory's name")
     demo.add_argument(
@@ -81,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(),
+        level=args.log_level,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )

@@ -118,6 +118,8 @@ def command(book_dir: Path, *, database_name: str, repair_first: bool) -> int:
     except ProjectLocked:
         return _error("project_locked", ExitCode.PROJECT_LOCKED)
     except BookDirectoryError as error:
+        if book_dir.exists() and not book_dir.is_dir():
+            return _error("book_directory", error.exit_code, f"not a directory: {book_dir}")
         return _error("book_directory", error.exit_code, str(error))
     except EngineEventsError as error:
         return _error(error.exit_code.outcome, error.exit_code, str(error))

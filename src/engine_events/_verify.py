@@ -469,14 +469,18 @@ def format_text(report: JournalReport) -> str:
     streams = len(report.streams)
     head = (
         f"{report.path}: {'OK' if report.ok else 'PROBLEMS FOUND'} — {streams} "
-        f"stream{'s' if streams != 1 else ''}, {report.lines} lines, {report.size_bytes} bytes"
+        f"stream{'s' if streams != 1 else ''}, {report.lines} line{'s' * (report.lines != 1)}, "
+        f"{report.size_bytes} bytes"
     )
     out = [head]
     for problem in report.orphans:
         count = f"{report.orphan_lines} line{'s' if report.orphan_lines != 1 else ''}"
         out.append(f"  before any hello ({count}): {_describe(problem)}")
     for stream in report.streams:
-        counts = f"last seq {stream.last_seq}, {stream.lines} lines, {stream.duplicates} duplicates"
+        counts = (
+            f"last seq {stream.last_seq}, {stream.lines} line{'s' * (stream.lines != 1)}, "
+            f"{stream.duplicates} duplicate{'s' * (stream.duplicates != 1)}"
+        )
         if stream.problem is None:
             out.append(f"  {stream.engine_run_id}: ok — {counts}")
         else:

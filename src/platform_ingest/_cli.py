@@ -243,6 +243,12 @@ def _print_json(value: object) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def _about(book_dir: str, error: Exception) -> str:
+    """The error's text, led by the book's path unless the text already names it."""
+    text, path = plain(str(error)), display_path(book_dir)
+    return text if path in text else f"{path}: {text}"
+
+
 def _sweep(db: Database, args: argparse.Namespace) -> int:
     mode: Mode = "auto" if args.auto else "named"
     failed = 0
@@ -251,9 +257,7 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
             book = register_book(db, book_dir, args.roots)
             report = BookPass(db, book.book_id, mode=mode).run()
         except (ConfigError, NotFound) as error:
-            print(
-                f"platform-ingest: {display_path(book_dir)}: {plain(str(error))}", file=sys.stderr
-            )
+            print(f"platform-ingest: {_about(book_dir, error)}", file=sys.stderr)
             failed = max(failed, EXIT_USAGE)
             continue
         except IngestError as error:
