@@ -150,3 +150,21 @@ def test_sweep_of_a_missing_book_names_its_path_once(
     code, _, err = platform(capsys, "--dsn", dsn, "sweep", "nope")
     assert code == 2
     assert err.count("nope") == 1, err
+
+
+# --- sweep --json over several books: NDJSON (trap 4) -------------------------------------------
+
+
+@pytest.mark.postgres
+def test_sweep_json_over_several_books_is_one_object_a_line(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Concatenated indented objects parse as nothing; NDJSON parses line by line."""
+    books = [demo_book(tmp_path / name) for name in ("book-1", "book-2", "book-3")]
+    code, out, _ = platform(capsys, "--dsn", dsn, "sweep", "--auto", "--json", *map(str, books))
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 3
+    reports = [json.loads(line) for line in lines]
+    assert [report["book_id"] for report in reports] == ["book-1", "book-2", "book-3"]
+    assert all(report["lines_applied"] > 0 for report in reports)

@@ -103,7 +103,11 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="refuse a book that resolves outside this directory (repeatable)",
     )
-    sweep.add_argument("--json", action="store_true", help="print one JSON report per book")
+    sweep.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON report per book, one compact object a line (NDJSON)",
+    )
 
     run = commands.add_parser(
         "run", help="the worker: tail every book directory under the roots until SIGTERM"
@@ -243,6 +247,12 @@ def _print_json(value: object) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def _print_json_line(value: object) -> None:
+    """One compact JSON object on one line (NDJSON: a report per book, each line whole)."""
+    sys.stdout.write(orjson.dumps(value).decode() + "\n")
+    sys.stdout.flush()
+
+
 def _about(book_dir: str, error: Exception) -> str:
     """The error's text, led by the book's path unless the text already names it."""
     text, path = plain(str(error)), display_path(book_dir)
@@ -269,7 +279,7 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
             failed = EXIT_FAILED
             continue
         if args.json:
-            _print_json(
+            _print_json_line(
                 {
                     "book_id": report.book_id,
                     "lines_read": report.lines_read,
