@@ -47,7 +47,6 @@ import hashlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -57,6 +56,7 @@ import orjson
 
 from ._decode import Line, decode_line, require_supported
 from ._line import LINE_BYTES_MAX
+from ._lines import LineReader, RawLine
 from ._regular_file import not_regular, open_regular
 from .errors import LineError, NotARegularFile
 
@@ -72,7 +72,6 @@ Verdict = Literal["ok", "gap", "payload_conflict", "malformed", "unsupported_ver
 DIGEST_BYTES = hashlib.sha256().digest_size
 DIGEST_BUFFER_BYTES_MAX = 256 * 1024
 """Digests held in memory before they are spilled to the temporary file."""
-READ_BUFFER_BYTES = 256 * 1024
 DETAIL_CHARS_MAX = 240
 """A problem's detail is cut to this length: it may quote a value of the line, which may be huge."""
 
@@ -249,46 +248,6 @@ class _Stream:
         return self.extent_indexes[k] + (seq - self.extent_seqs[k])
 
 
-@dataclass(frozen=True)
-class _Chunk:
-    """One piece of the file as read: a complete line, an over-long line, or the torn tail."""
-
-    offset: int
-    size_bytes: int
-    raw: bytes | None
-    """The line's bytes (newline included); None for a line longer than the limit (not kept)."""
-    complete: bool
-
-
-def _chunks(file: BinaryIO) -> Iterator[_Chunk]:
-    """Yield the file's lines in order, holding at most one line of `LINE_BYTES_MAX` + 1 bytes."""
-    limit = LINE_BYTES_MAX + 1
-    offset = 0
-    while True:
-        raw = file.readline(limit)
-        if not raw:
-            return
-        if raw.endswith(b"\n"):
-            yield _Chunk(offset, len(raw), raw, complete=True)
-            offset += len(raw)
-            continue
-        size = len(raw)
-        if size < limit:  # end of file inside the line
-            yield _Chunk(offset, size, raw, complete=False)
-            return
-        del raw  # longer than any valid line: skip to its end without keeping it
-        while True:
-            piece = file.readline(limit)
-            size += len(piece)
-            if not piece:
-                yield _Chunk(offset, size, None, complete=False)
-                return
-            if piece.endswith(b"\n"):
-                break
-        yield _Chunk(offset, size, None, complete=True)
-        offset += size
-
-
 def _salvage(raw: bytes | None) -> tuple[int | None, str | None]:
     """For a line `decode_line` refused: its seq if it has one, and the run id if it is a hello."""
     if raw is None or len(raw) > LINE_BYTES_MAX:  # an over-long line is never parsed
@@ -326,38 +285,36 @@ class _Checker:
         self._streams: dict[str, _Stream] = {}
         self._current: _Stream | None = None
 
-    def feed(self, chunk: _Chunk) -> None:
-        self.report.size_bytes += chunk.size_bytes
-        if not chunk.complete:
-            self.report.torn_tail = TornTail(chunk.offset, chunk.size_bytes)
-            return
+    def feed(self, entry: RawLine) -> None:
+        """Judge one complete line."""
+        self.report.size_bytes += entry.size_bytes
         self.report.lines += 1
         number = self.report.lines
         line: Line | None = None
         failure: LineError | None = None
-        if chunk.raw is None:
-            detail = f"line of {chunk.size_bytes} bytes exceeds the limit of {LINE_BYTES_MAX} bytes"
+        if entry.raw is None:
+            detail = f"line of {entry.size_bytes} bytes exceeds the limit of {LINE_BYTES_MAX} bytes"
             failure = LineError(detail)
         else:
             try:
-                line = decode_line(chunk.raw)
+                line = decode_line(entry.raw)
             except LineError as error:
                 failure = error
 
         if line is not None and line.type == "hello":
-            self._on_hello(line, number, chunk.offset)
+            self._on_hello(line, number, entry.offset)
             return
         if line is None:
-            seq, hello_run_id = _salvage(chunk.raw)
+            seq, hello_run_id = _salvage(entry.raw)
             stream = self._current
             if hello_run_id is not None:  # a hello that names its stream but is malformed
                 stream, _ = self._switch_to(hello_run_id)
             reason = "unreadable line" if failure is None else failure.reason
-            self._fail(stream, number, chunk.offset, seq, reason)
+            self._fail(stream, number, entry.offset, seq, reason)
         elif self._current is None:
-            self._fail(None, number, chunk.offset, line.seq, "a line before any hello")
+            self._fail(None, number, entry.offset, line.seq, "a line before any hello")
         else:
-            self._judge(self._current, line, number, chunk.offset)
+            self._judge(self._current, line, number, entry.offset)
 
     def _switch_to(self, run_id: str) -> tuple[_Stream, bool]:
         stream = self._streams.get(run_id)
@@ -414,6 +371,12 @@ class _Checker:
         if line.type == "finished":
             stream.finished_seq = line.seq
 
+    def torn_tail(self, offset: int, size_bytes: int) -> None:
+        """The end of the file: `size_bytes` after `offset` that end no line (0: none)."""
+        if size_bytes:
+            self.report.size_bytes += size_bytes
+            self.report.torn_tail = TornTail(offset, size_bytes)
+
     def _fail(
         self, stream: _Stream | None, number: int, offset: int, seq: int | None, detail: str
     ) -> None:
@@ -429,8 +392,8 @@ class _Checker:
             stream.report.problem = problem
 
 
-def _open_regular(path: Path) -> BinaryIO:
-    """Open `path` for reading, refusing anything but a regular file before any read."""
+def _open_regular(path: Path) -> int:
+    """A descriptor on `path` for reading, refusing anything but a regular file before any read."""
     try:
         fd = open_regular(path)
     except NotARegularFile:
@@ -444,11 +407,7 @@ def _open_regular(path: Path) -> BinaryIO:
         if kind is not None:
             raise NotARegularFile(error.errno, f"{kind}, not a regular file", str(path)) from error
         raise
-    try:
-        return os.fdopen(fd, "rb", buffering=READ_BUFFER_BYTES)
-    except BaseException:
-        os.close(fd)
-        raise
+    return fd
 
 
 def verify_journal(path: Path) -> JournalReport:
@@ -457,10 +416,16 @@ def verify_journal(path: Path) -> JournalReport:
     Raises `NotARegularFile` when the path names a FIFO, a socket, a device or a directory, and
     `OSError` when the file cannot be opened or read.
     """
-    with _open_regular(path) as file, _DigestStore() as store:
-        checker = _Checker(str(path), store)
-        for chunk in _chunks(file):
-            checker.feed(chunk)
+    fd = _open_regular(path)
+    try:
+        with _DigestStore() as store:
+            checker = _Checker(str(path), store)
+            reader = LineReader()
+            for line in reader.read(fd):
+                checker.feed(line)
+            checker.torn_tail(reader.offset, reader.tail_bytes)
+    finally:
+        os.close(fd)
     return checker.report
 
 

@@ -44,6 +44,7 @@ from rich.text import Text
 from ._decode import Line, decode_line, require_supported
 from ._journal_file import JOURNAL_FILE_NAME
 from ._line import LINE_BYTES_MAX
+from ._lines import LineReader
 from ._lock import LOCK_FILE_NAME
 from ._money import MICRO_USD_PER_USD
 from ._plain import plain
@@ -254,22 +255,24 @@ class JournalTail:
     """The complete lines appended to a journal since the last `read`, in order, with offsets.
 
     Each `read` opens the journal anew (see `open_journal`) and raises `JournalUnreadable` when it
-    is not a regular file. `offset` is where the next unread line starts. A line longer than
-    `LINE_BYTES_MAX` is skipped without being kept and reported as `(offset, None)`. When the file
-    is replaced or becomes shorter than `offset`, `replaced` is set and reading starts again from
-    byte 0.
+    is not a regular file. The lines come from `_lines.LineReader`: `offset` is where the next
+    unread line starts, and a line longer than `LINE_BYTES_MAX` is skipped without being kept and
+    reported as `(offset, None)`. When the file is replaced or becomes shorter than what was read,
+    `replaced` is set and reading starts again from byte 0.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offset = 0
         self.replaced = False
         self._identity: tuple[int, int] | None = None
-        self._skipping_from: int | None = None
-        self._skip_end = 0
+        self._reader = LineReader()
+
+    @property
+    def offset(self) -> int:
+        return self._reader.offset
 
     def read(self) -> list[tuple[int, bytes | None]]:
-        """Return the complete lines available now (at most about `READ_BYTES_MAX` bytes)."""
+        """Return the complete lines available now (at most about `READ_BYTES_MAX` bytes read)."""
         self.replaced = False
         fd = open_journal(self.path)
         if fd is None:
@@ -277,52 +280,19 @@ class JournalTail:
         try:
             status = os.fstat(fd)
             identity = (status.st_dev, status.st_ino)
-            end = self._skip_end if self._skipping_from is not None else self.offset
+            reader = self._reader
+            end = reader.seen_to if reader.skipping else reader.offset
             if self._identity is not None and (identity != self._identity or status.st_size < end):
                 self.replaced = True
-                self.offset = 0
-                self._skipping_from = None
+                self._reader = LineReader()
             self._identity = identity
-            if self._skipping_from is not None:
-                return self._skip(fd)
-            data = os.pread(fd, READ_BYTES_MAX, self.offset)
+            return [
+                (line.offset, line.raw) for line in self._reader.read(fd, bytes_max=READ_BYTES_MAX)
+            ]
         except OSError as error:
             raise JournalUnreadable(self.path, f"cannot be read: {error.strerror}") from error
         finally:
             os.close(fd)
-        return self._split(data)
-
-    def _split(self, data: bytes) -> list[tuple[int, bytes | None]]:
-        lines: list[tuple[int, bytes | None]] = []
-        start = 0
-        while True:
-            end = data.find(b"\n", start)
-            if end < 0:
-                break
-            lines.append((self.offset + start, data[start : end + 1]))
-            start = end + 1
-        rest = len(data) - start
-        consumed = start
-        if rest > LINE_BYTES_MAX:  # no newline within a line's length: an over-long line
-            self._skipping_from = self.offset + start
-            self._skip_end = self.offset + len(data)
-        self.offset += consumed
-        return lines
-
-    def _skip(self, fd: int) -> list[tuple[int, bytes | None]]:
-        if self._skipping_from is None:
-            raise RuntimeError("not skipping")
-        data = os.pread(fd, READ_BYTES_MAX, self._skip_end)
-        end = data.find(b"\n")
-        if end < 0:
-            self._skip_end += len(data)
-            return []
-        over_long_start = self._skipping_from
-        self._skipping_from = None
-        self.offset = self._skip_end + end + 1
-        rest = data[end + 1 :]
-        lines: list[tuple[int, bytes | None]] = [(over_long_start, None)]
-        return lines + self._split(rest)
 
 
 def usd(micro_usd: int) -> str:
