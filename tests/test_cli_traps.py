@@ -168,3 +168,39 @@ def test_sweep_json_over_several_books_is_one_object_a_line(
     reports = [json.loads(line) for line in lines]
     assert [report["book_id"] for report in reports] == ["book-1", "book-2", "book-3"]
     assert all(report["lines_applied"] > 0 for report in reports)
+
+
+# --- repair finds the engine-events installed beside it (trap 5) --------------------------------
+
+
+def _bare_environment(**extra: str) -> dict[str, str]:
+    """The environment of a process that finds neither command on `PATH`, nor a DSN or PG*."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("PG") and key != "PLATFORM_INGEST_DSN"
+    }
+    environment.update(PATH="/usr/bin:/bin", PYTHONWARNINGS="ignore", **extra)
+    return environment
+
+
+@pytest.mark.postgres
+def test_repair_uses_the_engine_events_beside_it_without_path(dsn: str, tmp_path: Path) -> None:
+    """A stopped demo book is repaired with the default status command although no
+    `engine-events` is on `PATH`: the one beside the interpreter is used."""
+    book = demo_book(tmp_path / "book-1")
+    environment = _bare_environment(PLATFORM_INGEST_DSN=dsn)
+    ingest = str(BIN / "platform-ingest")
+    swept = subprocess.run(
+        [ingest, "sweep", "--auto", str(book)], env=environment, capture_output=True, check=False
+    )
+    assert swept.returncode == 0, swept.stderr
+    repaired = subprocess.run(
+        [ingest, "repair", str(book), "--reason", "test"],
+        env=environment,
+        capture_output=True,
+        check=False,
+        text=True,
+    )
+    assert repaired.returncode == 0, repaired.stderr
+    assert json.loads(repaired.stdout)["reading"] == "ledger"

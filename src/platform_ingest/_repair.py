@@ -1,7 +1,8 @@
 """`repair`: settle a stopped run through the engine's own repair channel.
 
 The platform never opens the engine's SQLite. It runs the engine's status command (`engine-events
-status BOOK_DIR --json` unless configured otherwise), which takes the engine's book lock without
+status BOOK_DIR --json` unless configured otherwise; the `engine-events` beside the running
+interpreter when there is one, else the one on `PATH`), which takes the engine's book lock without
 waiting: while an engine is live it exits 12 with `{"error": "project_locked"}` and the repair is
 refused (`EngineLive`). Otherwise it prints the engine's ledger, and the run of its latest stream
 gets `settled_micro_usd` = the engine's committed spend and the outcome it reports (`finished`
@@ -15,9 +16,12 @@ has not seen yet is refused (`StreamNotSeen`: sweep first), and a completed run 
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,7 +37,17 @@ from .errors import EngineLive, NotFound, StatusUnreadable, StreamDisowned, Stre
 
 logger = logging.getLogger("platform_ingest")
 
-DEFAULT_STATUS_COMMAND = "engine-events status"
+
+def _default_status_command() -> str:
+    """`engine-events status`, preferring the `engine-events` installed beside this interpreter
+    (the same virtualenv or prefix as `platform-ingest`) over whatever `PATH` finds first."""
+    beside = Path(sys.executable).parent / "engine-events"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return f"{shlex.quote(str(beside))} status"
+    return "engine-events status"
+
+
+DEFAULT_STATUS_COMMAND = _default_status_command()
 STATUS_TIMEOUT_S = 60.0
 STATUS_OUTPUT_BYTES_MAX = 16 * 1024 * 1024
 
