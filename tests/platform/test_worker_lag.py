@@ -10,8 +10,19 @@ from pathlib import Path
 import pytest
 from platform_journals import append, book_state, hello, spend, sweep, unit_done, write
 
-from platform_ingest import Database, register_book
-from platform_ingest._membership import application_name, group, live_workers, owner_of
+from platform_ingest import Database, _sql, register_book
+from platform_ingest._membership import (
+    APPLICATION_NAME_BYTES_MAX,
+    application_name,
+    check_worker_id,
+    group,
+    live_workers,
+    member_id,
+    owner_of,
+    roots_digest,
+)
+from platform_ingest._worker import Worker, WorkerSettings
+from platform_ingest.errors import ConfigError
 
 pytestmark = pytest.mark.postgres
 
@@ -81,3 +92,51 @@ def test_rendezvous_moves_only_the_books_of_a_worker_that_leaves() -> None:
     assert all(before[book] == after[book] for book in books if before[book] != "w-3")
     counts = [list(before.values()).count(worker) for worker in three]
     assert min(counts) > 50, counts
+
+
+LONG_ID = "ip-172-31-44-120.eu-central-1.compute.internal-abcdefghijklmn-1"
+
+
+def test_a_worker_id_of_63_characters_is_announced_and_recognised(
+    fresh_dsn: str, tmp_path: Path
+) -> None:
+    """A cloud hostname and `-1` (63 characters) is a worker id. Postgres keeps 63 bytes of the
+    application name, so the long id is announced by its member id (a hash); its peers see it as
+    a member of their group, and it owns the books they say it owns."""
+    assert len(LONG_ID) == 63
+    assert check_worker_id(LONG_ID) == LONG_ID
+    with pytest.raises(ConfigError):
+        check_worker_id("")
+    assert member_id("w-3f2a9c01") == "w-3f2a9c01"  # a short id is announced as itself
+    assert member_id(member_id(LONG_ID)) == member_id(LONG_ID) != LONG_ID
+    long = Worker(fresh_dsn, WorkerSettings(roots=[tmp_path]), worker_id=LONG_ID)
+    digest = roots_digest([tmp_path])
+    name = long.db.application_name
+    assert name == application_name(LONG_ID, digest)
+    assert len(name.encode()) <= APPLICATION_NAME_BYTES_MAX
+    other = Database(fresh_dsn)
+    try:
+        assert long.db.backend_pid > 0  # connects
+        (row,) = other.fetch_all(_sql.WORKERS_LIVE)
+        assert row["application_name"] == name  # whole: nothing cut off
+        peers = live_workers(other)
+        assert [(peer.worker_id, peer.digest) for peer in peers] == [(member_id(LONG_ID), digest)]
+        members = group(peers, "w-two", digest)
+        assert members == tuple(sorted((member_id(LONG_ID), "w-two")))
+        assert group(peers, LONG_ID, digest) == (member_id(LONG_ID),)
+        books = [f"book-{number}" for number in range(100)]
+        mine = [book for book in books if owner_of(book, members) == long.survey.member]
+        assert 0 < len(mine) < len(books)
+    finally:
+        long.db.close()
+        other.close()
+
+
+@pytest.mark.parametrize("worker_id", ["x" * 64, "has space", "é", "a#b", "w/1"])
+def test_a_bad_worker_id_is_refused_before_postgres(worker_id: str, tmp_path: Path) -> None:
+    """The check needs no Postgres: the command can make it before it starts or connects.
+    (`Worker` takes an empty id as none given: a random one.)"""
+    with pytest.raises(ConfigError, match="1 to 63 letters"):
+        check_worker_id(worker_id)
+    with pytest.raises(ConfigError, match="1 to 63 letters"):
+        Worker("host=/nonexistent", WorkerSettings(roots=[tmp_path]), worker_id=worker_id)

@@ -1,0 +1,246 @@
+"""What the worker knows of the books under its roots, and how it keeps that true.
+
+- The books: each directory directly under a root, registered in Postgres on first sight (a
+  directory refused is skipped with one WARNING naming it by an opaque reference).
+- Membership (every `membership_interval_s`): which live workers share these roots
+  (`_membership`), hence which books are this worker's; a book that becomes its own is due for a
+  pass (`claim`), one that becomes another's is no longer due.
+- The survey (every `survey_interval_s`), the safety net: the roots listed again, the refused
+  directories tried again, and the lag of each of the worker's books measured against the real
+  head of its journal (`_lag`). A book with complete lines past its cursor (a change notification
+  that never came) or whose scan epoch moved (`name`, `release`) is due for a pass (`survey`).
+  The lag metrics come from here.
+
+The books found due go into the worker's `Schedule`; the passes are the loop's (`_worker`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import _sql
+from ._books import book_ref, path_ref, register_book
+from ._db import Database, Row
+from ._lag import lag_of_books
+from ._logs import FieldsLogger
+from ._membership import group, live_workers, member_id, owner_of
+from ._metrics import Metrics
+from ._schedule import Schedule, Trigger
+from .errors import ConfigError, NotFound
+
+LAG_LINES_BYTES_MAX = 16 * 1024 * 1024
+"""The survey counts lines past a cursor in at most this many bytes per book (then a lower bound)."""
+BOOKS_BY_ID_PAGE = 500
+"""The survey loads the worker's books in pages of this many ids."""
+
+
+@dataclass(eq=False)
+class Book:
+    """A book directory under a root, as the worker knows it."""
+
+    path: Path
+    book_id: str | None = None
+    """None: not registered yet; "": refused (tried again by the survey)."""
+    ref: str = ""
+    owned: bool = False
+    epoch: int | None = None
+    behind_since: float | None = None
+    trouble: str | None = None
+    """Why the last pass over the book (or its registration) failed: logged once per episode."""
+
+
+class Survey:
+    """The worker's books, its group of workers, and the survey's clock."""
+
+    def __init__(
+        self,
+        db: Database,
+        roots: Sequence[Path],
+        *,
+        worker_id: str,
+        digest: str,
+        membership_interval_s: float,
+        survey_interval_s: float,
+        schedule: Schedule,
+        metrics: Metrics,
+        log: FieldsLogger,
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.db = db
+        self.roots = list(roots)
+        self.worker_id = worker_id
+        self.member = member_id(worker_id)
+        """The id this worker is announced and hashed by (`_membership.member_id`)."""
+        self.digest = digest
+        self.membership_interval_s = membership_interval_s
+        self.survey_interval_s = survey_interval_s
+        self.schedule = schedule
+        self.metrics = metrics
+        self.log = log
+        self._stopping = stopping
+        self.books: dict[Path, Book] = {}
+        self.group: tuple[str, ...] = (self.member,)
+        self.next_membership = 0.0
+        self.next_survey = 0.0
+        self.rescan_roots: set[Path] = set()
+        self._counted = False
+
+    # --- books under the roots ----------------------------------------------------------------
+
+    def rescan(self) -> None:
+        """Find the book directories directly under the roots to rescan, and register new ones."""
+        roots, self.rescan_roots = self.rescan_roots, set()
+        for root in sorted(roots):
+            try:
+                entries = [root / entry.name for entry in os.scandir(root) if entry.is_dir()]
+            except OSError as error:
+                self.log.warning("a root could not be listed: %s", type(error).__name__)
+                continue
+            present = set(entries)
+            for path in entries:
+                if path not in self.books:
+                    self.books[path] = Book(path)
+            for path in [path for path in self.books if path.parent == root]:
+                if path not in present:
+                    del self.books[path]
+                    self.schedule.forget(path)
+        self._register_new()
+
+    def _register_new(self, *, again: bool = False) -> None:
+        """Register the books not registered yet; the new ones this worker works are passed.
+
+        A directory refused (a name that is not UTF-8, a second directory of a book's name, one
+        outside the roots) is skipped with one WARNING naming it by an opaque reference; `again`
+        (the survey) tries the refused ones once more, in case what refused them is gone.
+        """
+        for book in [
+            book
+            for book in self.books.values()
+            if book.book_id is None or (again and book.book_id == "")
+        ]:
+            if self._stopping():
+                return
+            try:
+                registered = register_book(self.db, book.path, self.roots)
+            except (ConfigError, NotFound) as error:
+                reason = type(error).__name__
+                if book.trouble != reason:
+                    self.log.warning(
+                        "a book directory (%s) was refused and is skipped: %s",
+                        path_ref(book.path),
+                        reason,
+                        fields={"path_ref": path_ref(book.path)},
+                    )
+                book.trouble = reason
+                book.book_id = ""
+                continue
+            book.trouble = None
+            book.book_id = registered.book_id
+            book.ref = book_ref(registered.book_id)
+            self._assign(book, "claim")
+
+    def _assign(self, book: Book, trigger: Trigger) -> None:
+        if not book.book_id:
+            return
+        owned = owner_of(book.book_id, self.group) == self.member
+        if owned and not book.owned:
+            self.schedule.mark(book.path, trigger, time.monotonic())
+        if not owned:
+            self.schedule.drop(book.path)
+            book.behind_since = None
+        book.owned = owned
+
+    def owned(self) -> list[Book]:
+        """The books this worker works."""
+        return [book for book in self.books.values() if book.owned]
+
+    # --- membership -----------------------------------------------------------------------------
+
+    def refresh_membership(self) -> None:
+        """Look up the live workers; the books that changed hands are claimed or dropped."""
+        self.next_membership = time.monotonic() + self.membership_interval_s
+        members = group(live_workers(self.db), self.worker_id, self.digest)
+        self.metrics.database_up.set(1)
+        if members == self.group and self._counted:
+            return
+        changed = members != self.group
+        self.group = members
+        for book in self.books.values():
+            self._assign(book, "claim")
+        self._count_books()
+        if changed:
+            owned = len(self.owned())
+            self.log.info(
+                "worker %s works %d of %d books, with %d workers on these roots",
+                self.worker_id,
+                owned,
+                len(self.books),
+                len(members),
+                fields={"books_owned": owned, "workers": len(members)},
+            )
+
+    def _count_books(self) -> None:
+        owned = len(self.owned())
+        self.metrics.workers.set(len(self.group))
+        self.metrics.books.labels("owned").set(owned)
+        self.metrics.books.labels("shared").set(len(self.books) - owned)
+        self._counted = True
+
+    # --- the survey (safety net and lag) --------------------------------------------------------
+
+    def run(self) -> None:
+        """One survey: the roots listed, refused books tried again, the lag of every book of this
+        worker measured (the metrics), and each book behind or whose epoch moved marked due."""
+        started = time.monotonic()
+        self.next_survey = started + self.survey_interval_s
+        self.rescan_roots = set(self.roots)
+        self.rescan()
+        self._register_new(again=True)
+        self._count_books()
+        owned = {book.book_id: book for book in self.owned() if book.book_id}
+        ids = sorted(owned)
+        rows: list[Row] = []
+        for first in range(0, len(ids), BOOKS_BY_ID_PAGE):
+            page = ids[first : first + BOOKS_BY_ID_PAGE]
+            rows.extend(self.db.fetch_all(_sql.BOOKS_BY_ID, (page,)))
+        lags = lag_of_books(self.db, rows, lines_bytes_max=LAG_LINES_BYTES_MAX)
+        self.metrics.database_up.set(1)
+        now = time.monotonic()
+        lag_bytes = lag_lines = lag_bytes_max = behind = 0
+        age_max = 0.0
+        for row in rows:
+            book = owned[row["book_id"]]
+            lag = lags[row["book_id"]]
+            lag_bytes += lag.bytes
+            lag_lines += lag.lines
+            lag_bytes_max = max(lag_bytes_max, lag.bytes)
+            moved = book.epoch is not None and book.epoch != row["scan_epoch"]
+            book.epoch = row["scan_epoch"]
+            if lag.lines > 0:
+                behind += 1
+                if book.behind_since is None:
+                    book.behind_since = now
+                age = lag.age_s if lag.age_s is not None else now - book.behind_since
+                age_max = max(age_max, age)
+            else:
+                book.behind_since = None
+            if lag.lines > 0 or moved:
+                self.schedule.mark(book.path, "survey", now)
+        metrics = self.metrics
+        metrics.lag_bytes.set(lag_bytes)
+        metrics.lag_lines.set(lag_lines)
+        metrics.lag_bytes_max.set(lag_bytes_max)
+        metrics.books_behind.set(behind)
+        metrics.lag_age_max.set(age_max)
+        metrics.last_survey.set(time.time())
+        self.log.debug(
+            "survey of %d books: %d behind, %d lines past the cursors, %.3f s",
+            len(rows),
+            behind,
+            lag_lines,
+            time.monotonic() - started,
+        )
