@@ -5,9 +5,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -204,3 +207,56 @@ def test_repair_uses_the_engine_events_beside_it_without_path(dsn: str, tmp_path
     )
     assert repaired.returncode == 0, repaired.stderr
     assert json.loads(repaired.stdout)["reading"] == "ledger"
+
+
+# --- the metrics listen on loopback unless told otherwise (trap 9) -------------------------------
+
+
+def _listening_address(port: int) -> str:
+    """The local address (hex, as /proc/net/tcp writes it) of the socket listening on `port`."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if int(hex_port, 16) == port and state == "0A":  # 0A: LISTEN
+            return address
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("extra", "address"), [((), "0100007F"), (("--metrics-address", "0.0.0.0"), "00000000")]
+)
+def test_worker_metrics_listen_on_loopback_by_default(
+    dsn: str, tmp_path: Path, extra: tuple[str, ...], address: str
+) -> None:
+    """`run --metrics-port` served on 0.0.0.0; it now serves on 127.0.0.1 unless
+    `--metrics-address` opens it."""
+    (tmp_path / "books").mkdir()
+    worker = subprocess.Popen(
+        [
+            *(str(BIN / "platform-ingest"), "run", str(tmp_path / "books")),
+            *("--metrics-port", "0", *extra),
+        ],
+        env=_bare_environment(PLATFORM_INGEST_DSN=dsn),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert worker.stderr is not None
+    stderr = worker.stderr
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in stderr], daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        port = None
+        while port is None and time.monotonic() < deadline:
+            found = re.search(r"metrics on port (\d+)", lines.get(timeout=60))
+            port = int(found.group(1)) if found else None
+        assert port is not None
+        assert _listening_address(port) == address
+    finally:
+        worker.terminate()
+        code = worker.wait(timeout=60)
+        reader.join(timeout=60)
+        stderr.close()
+    assert code == 0

@@ -124,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics on this port (0: any free port, logged)",
     )
     run.add_argument(
+        "--metrics-address",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="the address the metrics are served on (default 127.0.0.1: this host only; "
+        "0.0.0.0 or :: for every interface)",
+    )
+    run.add_argument(
         "--safety-pass-s",
         type=_positive_float,
         default=15.0,
@@ -318,6 +325,7 @@ def _worker(args: argparse.Namespace) -> int:
                 survey_interval_s=args.safety_pass_s,
                 membership_interval_s=args.membership_s,
                 metrics_port=args.metrics_port,
+                metrics_address=args.metrics_address,
             ),
             worker_id=args.worker_id,
         )

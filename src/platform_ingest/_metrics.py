@@ -1,4 +1,5 @@
-"""The worker's metrics, in the Prometheus text format (`run --metrics-port P`).
+"""The worker's metrics, in the Prometheus text format (`run --metrics-port P`, on 127.0.0.1
+unless `--metrics-address` says otherwise).
 
 No series is per book: a worker tailing 10,000 books exposes the same few dozen series as one
 tailing three. Lag is aggregated over the books the worker works (sum, max, how many are behind);
@@ -116,7 +117,9 @@ class Metrics:
             registry=registry,
         )
 
-    def serve(self, port: int, address: str = "0.0.0.0") -> int:
-        """Serve `/metrics` on `port` (0: any free port) from a daemon thread; the bound port."""
+    def serve(self, port: int, address: str = "127.0.0.1") -> int:
+        """Serve `/metrics` on `address`:`port` (0: any free port) from a daemon thread; return
+        the bound port. Loopback by default: the metrics are for a scraper on this host (or one
+        the operator lets in with `--metrics-address`), not for the whole network."""
         server, _thread = start_http_server(port, addr=address, registry=self.registry)
         return int(server.server_port)
