@@ -22,6 +22,7 @@ from engine_events._cli import build_parser as engine_parser
 from engine_events._cli import main as engine_main
 from platform_ingest import Database, migrate
 from platform_ingest._cli import main as platform_main
+from platform_ingest._runs import progress_from_jsonb
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 BIN = Path(sys.executable).parent
@@ -260,3 +261,32 @@ def test_worker_metrics_listen_on_loopback_by_default(
         reader.join(timeout=60)
         stderr.close()
     assert code == 0
+
+
+# --- show: the state said once, the phases in stream order (trap 8) ------------------------------
+
+
+@pytest.mark.postgres
+def test_show_says_the_state_once_and_keeps_the_stream_order_of_phases(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jsonb orders an object's keys by length: `zeta,a,mid` came back as `a,mid,zeta`."""
+    book = demo_book(tmp_path / "book-1", "--stages", "zeta,a,mid")
+    assert platform(capsys, "--dsn", dsn, "sweep", "--auto", str(book))[0] == 0
+    code, out, _ = platform(capsys, "--dsn", dsn, "show", str(book), "--json")
+    assert code == 0
+    (run,) = json.loads(out)["books"][0]["runs"]
+    assert run["state"] == "completed"
+    assert list(run["progress"]) == ["zeta", "a", "mid"]
+    assert run["progress"]["zeta"] == {"done": 2, "total": 2}
+    code, out, _ = platform(capsys, "--dsn", dsn, "show", str(book))
+    assert code == 0
+    (run_line,) = [line for line in out.splitlines() if line.startswith("  run ")]
+    assert run_line.count("completed") == 1, run_line
+
+
+def test_progress_written_as_an_object_by_an_older_version_still_reads() -> None:
+    assert progress_from_jsonb({"b": {"done": 0, "total": 1}}) == {"b": {"done": 0, "total": 1}}
+    assert progress_from_jsonb(None) == {}
+    pairs = [["zeta", {"done": 1, "total": 2}], ["a", {"done": 0, "total": 2}]]
+    assert list(progress_from_jsonb(pairs)) == ["zeta", "a"]

@@ -5,6 +5,11 @@ A run is `running`, `paused` (reason `ceiling`, `bank_stop` or `stop`), `complet
 its state (a late line of an earlier stream never pauses a run that a newer stream is driving);
 money and progress are taken from every stream: committed spend is the greatest cumulative value
 seen (freshness only, never enforcement), progress is the latest full snapshot.
+
+The progress snapshot keeps the stream's order of its phases. A jsonb object does not (it orders
+its keys by length, then bytes: `edit` before `draft`), so the `progress` column holds a jsonb
+array of `[phase, {"done", "total"}]` pairs in stream order (`progress_to_jsonb`), read back into
+an ordered dict (`progress_from_jsonb`, which also reads the object an older version wrote).
 """
 
 from __future__ import annotations
@@ -18,6 +23,19 @@ from ._exit_codes import read_exit_code
 
 RUN_STATES = ("running", "paused", "completed", "failed", "refused")
 ENDED_RUN_STATES = frozenset({"completed", "failed", "refused"})
+
+
+def progress_to_jsonb(progress: dict[str, Any]) -> Jsonb:
+    """The `progress` column's value: `[phase, counts]` pairs in the snapshot's (stream) order."""
+    return Jsonb([[phase, counts] for phase, counts in progress.items()])
+
+
+def progress_from_jsonb(value: Any) -> dict[str, Any]:
+    """The snapshot the `progress` column holds, its phases in stream order (an object written
+    before the order was kept comes back in jsonb's order)."""
+    if isinstance(value, list):
+        return {phase: counts for phase, counts in value}
+    return dict(value or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +80,7 @@ class RunView:
             committed_micro_usd=row["committed_micro_usd"],
             shortfall_micro_usd=row["shortfall_micro_usd"],
             settled_micro_usd=row["settled_micro_usd"],
-            progress=dict(row["progress"] or {}),
+            progress=progress_from_jsonb(row["progress"]),
         )
 
     @property
@@ -86,7 +104,7 @@ class RunView:
             self.committed_micro_usd,
             self.shortfall_micro_usd,
             self.settled_micro_usd,
-            Jsonb(self.progress),
+            progress_to_jsonb(self.progress),
             self.run_id,
         )
 

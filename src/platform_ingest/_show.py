@@ -4,7 +4,7 @@
       "actions": [{"action_id", "action", "engine_run_id", "by", "reason", "at", "evidence"}],
       "runs": [{"run_id", "state", "reason", "stop",
       "refusal", "outcome", "exit_code", "committed_micro_usd", "shortfall_micro_usd",
-      "settled_micro_usd", "spent_micro_usd", "units": [...], "progress": {phase: {"done", "total"}},
+      "settled_micro_usd", "spent_micro_usd", "units": [...], "progress": {phase: {"done", "total"}} (phases in stream order),
       "attempts": [{"engine_run_id", "state", "last_seq", "exit_status",
                     "error": null | {"kind", "seq", "offset", "detail"}}]}],
       "lag": {"bytes", "lines", "lines_exact", "last_applied_at"}}]}
@@ -41,6 +41,7 @@ from ._cursor import problem_json
 from ._db import Database, Row
 from ._lag import lag_of_books
 from ._plain import plain
+from ._runs import progress_from_jsonb
 
 BOOKS_PAGE_ROWS = 500
 """Books are listed in pages of this many (an index range scan, never the whole table at once)."""
@@ -87,7 +88,7 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
             "settled_micro_usd": row["settled_micro_usd"],
             "spent_micro_usd": 0,
             "units": [],
-            "progress": row["progress"] or {},
+            "progress": progress_from_jsonb(row["progress"]),
             "attempts": [],
         }
         runs_by_book[row["book_id"]].append(run)
@@ -193,6 +194,8 @@ def render_text(state: dict[str, Any]) -> str:
             )
         for run in book["runs"]:
             why = plain(run["outcome"] or run["reason"] or run["refusal"] or "")
+            if why == run["state"]:
+                why = ""  # `completed` with outcome `completed`: said once
             lines.append(
                 f"  run {run['run_id']}: {run['state']} {why}".rstrip()
                 + f"  units {len(run['units'])}  spent {run['spent_micro_usd']} micro-USD"
