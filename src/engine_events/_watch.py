@@ -3,7 +3,8 @@
 Three parts, kept apart so each can be tested without a terminal:
 
 - `JournalTail` reads the complete lines appended to `BOOK_DIR/events.jsonl` since its last call,
-  holding at most one read of `READ_BYTES_MAX` bytes; an unterminated last line waits for its `\n`.
+  about `READ_BYTES_MAX` bytes at most, through the engine's one line reader (`_lines`): one line
+  and one chunk held at a time; an unterminated last line waits for its `\n`.
 - `BookView` is the state a person sees, fed one line at a time: per-phase progress, units done,
   the book's spend and the ceiling's shortfall, the current stream and its seq, the outcome.
   A new stream's `hello` resets the per-stream state (phases, units of the stream, ceiling, outcome)
@@ -60,7 +61,7 @@ EXIT_INTERRUPTED = 130
 POLL_S = 0.15
 """How often the journal's size (and the engine's lock) is checked while following."""
 READ_BYTES_MAX = 4 * LINE_BYTES_MAX
-"""The most read from the journal at once; larger than a line, so a whole line always fits."""
+"""The most read from the journal by one `JournalTail.read`, so that a redraw is never far off."""
 RUN_ID_SHORT_CHARS = 8
 NAME_CHARS_MAX = 80
 """The most shown of one id or name (book, unit, phase, version): a view is not a dump."""

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine_events import _verify
+from engine_events import _verify, _verify_check
 from engine_events._events import Finished, Hello, Spend
 from engine_events._line import LINE_BYTES_MAX, encode_line
 from engine_events._verify import JournalReport, command, verify_journal
@@ -497,7 +497,7 @@ def test_verdicts_match_a_simple_model_with_digests_spilled(
             elif action == "finish":
                 ended.add(run)
     with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as scratch:
-        patch.setattr(_verify, "DIGEST_BUFFER_BYTES_MAX", 2 * _verify.DIGEST_BYTES)
+        patch.setattr(_verify_check, "DIGEST_BUFFER_BYTES_MAX", 2 * _verify.DIGEST_BYTES)
         journal = Path(scratch) / "events.jsonl"
         journal.write_bytes(b"".join(lines))
         report = verify_journal(journal)
