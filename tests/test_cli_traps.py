@@ -290,3 +290,68 @@ def test_progress_written_as_an_object_by_an_older_version_still_reads() -> None
     assert progress_from_jsonb(None) == {}
     pairs = [["zeta", {"done": 1, "total": 2}], ["a", {"done": 0, "total": 2}]]
     assert list(progress_from_jsonb(pairs)) == ["zeta", "a"]
+
+
+# --- which database: libpq's PG* variables, and the embedded one said aloud (traps 2, 3) ---------
+
+
+def _libpq_variables_for(url: str) -> dict[str, str]:
+    params = conninfo.conninfo_to_dict(url)
+    names = {"host": "PGHOST", "port": "PGPORT", "dbname": "PGDATABASE", "user": "PGUSER"}
+    names["password"] = "PGPASSWORD"
+    return {names[key]: str(value) for key, value in params.items() if key in names and value}
+
+
+@pytest.mark.postgres
+def test_libpq_variables_name_the_database_when_no_dsn_is_given(dsn: str, tmp_path: Path) -> None:
+    """With PGHOST, PGDATABASE, ... set and no DSN, the command uses that server: it does not
+    create and start an embedded one in the current directory."""
+    migrated = subprocess.run(
+        [str(BIN / "platform-ingest"), "migrate"],
+        env=_bare_environment(**_libpq_variables_for(dsn)),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout.endswith("nothing to do\n")  # the fixture's database, migrated before
+    assert not (tmp_path / ".platform-ingest").exists()
+    assert "embedded" not in migrated.stderr
+
+
+@pytest.mark.postgres
+def test_the_embedded_server_says_its_directory_and_when_it_was_created(tmp_path: Path) -> None:
+    """Run from another directory, a command used to create and start a new cluster silently."""
+
+    def migrate_here() -> str:
+        completed = subprocess.run(
+            [str(BIN / "platform-ingest"), "migrate"],
+            env=_bare_environment(),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert completed.returncode == 0, completed.stderr
+        return completed.stderr
+
+    data_dir = tmp_path / ".platform-ingest"
+    first = migrate_here()
+    assert f"creating a new embedded Postgres in {data_dir}" in first
+    second = migrate_here()
+    assert f"using the embedded Postgres in {data_dir}" in second
+    assert "creating" not in second
+
+
+def test_the_worker_docs_keep_the_dsn_off_the_command_line() -> None:
+    """`ps` shows a command line to every user: the unit and the how-to pass the DSN through a
+    mode-0600 environment file, never `--dsn` nor a unit's `Environment=`."""
+    unit = _unit_exec_start()
+    workers = (DOCS / "platform" / "workers.md").read_text()
+    how_to = (DOCS / "how-to" / "run-several-workers.md").read_text()
+    assert "--dsn" not in unit
+    assert "Environment=PLATFORM_INGEST_DSN" not in workers
+    assert "EnvironmentFile=" in workers and "0600" in workers
+    assert "--dsn" not in how_to and ".pgpass" in how_to

@@ -16,8 +16,11 @@
 
 Every remedy and report is audited (`--by`, `--reason`) and shown by `show --json`.
 
-The database: `--dsn` or `PLATFORM_INGEST_DSN`; with neither, an embedded Postgres under
-`--data-dir` (default `.platform-ingest/`) is started, migrated and stopped by the command.
+The database: `--dsn` or `PLATFORM_INGEST_DSN`; with neither, libpq's `PG*` variables when one
+that names a server is set (`PGSERVICE`, `PGHOST`, `PGDATABASE`, ...); with none of these, an
+embedded Postgres under `--data-dir` (default `.platform-ingest/`, relative to the current
+directory) is started, migrated and stopped by the command, which says on stderr which directory
+it uses and when it has just created it.
 
 Exit codes: 0 done (a book that ends quarantined or stalled is state, not a failure of `sweep`);
 1 the command could not do its work (database unavailable, a pass that could not finish);
@@ -40,7 +43,7 @@ import orjson
 
 from ._books import register_book
 from ._db import Database
-from ._embedded import embedded_postgres
+from ._embedded import cluster_exists, embedded_postgres
 from ._logs import use_json_logs
 from ._operate import name_stream, release_attempt
 from ._pass import BookPass, Mode
@@ -234,12 +237,53 @@ def _audited(command: argparse.ArgumentParser, *, reason_required: bool) -> None
     )
 
 
+LIBPQ_VARIABLES = ("PGSERVICE", "PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER")
+"""libpq's variables that name a server: with one of them set and no DSN, libpq's environment
+(with `PGPASSWORD`, `PGPASSFILE`, `PGSSLMODE`, ... as libpq reads them) is the database."""
+
+
+def _libpq_variables() -> list[str]:
+    return [name for name in LIBPQ_VARIABLES if os.environ.get(name)]
+
+
+def _say(args: argparse.Namespace, message: str, *, notable: bool) -> None:
+    """One line on stderr about the database chosen: a log line for the worker (whose stderr is
+    JSON lines), a plain line for a one-shot command."""
+    if args.command == "run":
+        logger.log(logging.WARNING if notable else logging.INFO, "%s", message)
+    else:
+        print(f"platform-ingest: {message}", file=sys.stderr)
+
+
+def _dsn(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[str, bool]:
+    """The DSN to connect with, and whether it is an embedded server started here: `--dsn` or
+    `PLATFORM_INGEST_DSN`; else libpq's `PG*` variables (an empty conninfo); else the embedded
+    server under `--data-dir`, said on stderr (and that it was just created, when it was)."""
+    if args.dsn:
+        return args.dsn, False
+    variables = _libpq_variables()
+    if variables:
+        logger.info("no DSN given: connecting with libpq's %s", ", ".join(variables))
+        return "", False
+    data_dir = args.data_dir.absolute()
+    if cluster_exists(data_dir):
+        _say(args, f"using the embedded Postgres in {display_path(data_dir)}", notable=False)
+    else:
+        _say(
+            args,
+            f"no database given (--dsn, PLATFORM_INGEST_DSN or PG* variables): creating a new "
+            f"embedded Postgres in {display_path(data_dir)}",
+            notable=True,
+        )
+    return stack.enter_context(embedded_postgres(data_dir)), True
+
+
 @contextlib.contextmanager
 def _database(args: argparse.Namespace) -> Iterator[Database]:
-    """The command's database: the DSN's, or an embedded server started (and stopped) here."""
+    """The command's database: the DSN's, libpq's, or an embedded server started (and stopped)
+    here."""
     with contextlib.ExitStack() as stack:
-        embedded = not args.dsn
-        dsn = args.dsn or stack.enter_context(embedded_postgres(args.data_dir))
+        dsn, embedded = _dsn(args, stack)
         db = Database(dsn)
         stack.callback(db.close)
         if args.command != "migrate":

@@ -28,13 +28,23 @@ def _pgserver() -> Any:
     return pgserver
 
 
+def cluster_dir(data_dir: Path) -> Path:
+    """Where the embedded server's cluster lives under the data directory."""
+    return data_dir / "postgres"
+
+
+def cluster_exists(data_dir: Path) -> bool:
+    """Whether a cluster was made under `data_dir` before (else starting one creates it)."""
+    return (cluster_dir(data_dir) / "PG_VERSION").is_file()
+
+
 @contextmanager
 def embedded_postgres(data_dir: Path) -> Iterator[str]:
     """Start (or join) the embedded server under `data_dir`; yield its DSN; stop it after."""
     pgserver = _pgserver()
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        server = pgserver.get_server(data_dir / "postgres", cleanup_mode="stop")
+        server = pgserver.get_server(cluster_dir(data_dir), cleanup_mode="stop")
         dsn: str = server.get_uri()
     except (OSError, subprocess.SubprocessError) as error:
         raise EmbeddedServerError(
