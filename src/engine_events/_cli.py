@@ -56,14 +56,49 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="run the reference engine on a book directory")
-    demo.add_argument("book_dir", type=Path)
-    demo.add_argument("--units", type=positive_int, default=6)
-    demo.add_argument("--stages", type=_stages, default=("draft", "edit"))
-    demo.add_argument("--unit-cost-micro-usd", type=non_negative_int, default=250_000)
-    demo.add_argument("--ceiling-micro-usd", type=non_negative_int, default=None)
-    demo.add_argument("--pace-ms", type=non_negative_int, default=100)
-    demo.add_argument("--engine-run-id", default=None)
-    demo.add_argument("--book-id", default=None, help="default: the directory's name")
+    demo.add_argument(
+        "book_dir", type=Path, metavar="BOOK_DIR", help="the book's directory (made if missing)"
+    )
+    demo.add_argument(
+        "--units", type=positive_int, default=6, metavar="N", help="units to make (default 6)"
+    )
+    demo.add_argument(
+        "--stages",
+        type=_stages,
+        default=("draft", "edit"),
+        metavar="A,B",
+        help="the stages each unit goes through, in order (default draft,edit)",
+    )
+    demo.add_argument(
+        "--unit-cost-micro-usd",
+        type=non_negative_int,
+        default=250_000,
+        metavar="N",
+        help="the cost of one step in micro-USD (default 250000)",
+    )
+    demo.add_argument(
+        "--ceiling-micro-usd",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="the book's money ceiling in micro-USD (default: none)",
+    )
+    demo.add_argument(
+        "--pace-ms",
+        type=non_negative_int,
+        default=100,
+        metavar="N",
+        help="milliseconds one step's work takes (default 100)",
+    )
+    demo.add_argument(
+        "--engine-run-id",
+        default=None,
+        metavar="ID",
+        help="the stream's name, as the platform chose it (default: a new UUID)",
+    )
+    demo.add_argument(
+        "--book-id", default=None, metavar="ID", help="the book id (default: the directory's name)"
+    )
     demo.add_argument(
         "--on-journal-error",
         choices=("degrade", "fail"),
@@ -73,27 +108,41 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--stream-version",
         default=STREAM_VERSION,
+        metavar="VERSION",
         help=f"the stream version to write, one of {', '.join(STREAM_VERSIONS)} "
         f"(default {STREAM_VERSION}); any other is refused with exit 10",
     )
 
     status = commands.add_parser("status", help="report on a stopped run (the repair channel)")
-    status.add_argument("book_dir", type=Path)
+    status.add_argument("book_dir", type=Path, metavar="BOOK_DIR", help="the book's directory")
     status.add_argument("--json", action="store_true", required=True, help="JSON output (required)")
     status.add_argument(
         "--repair", action="store_true", help="cut a torn tail, project the backlog"
     )
-    status.add_argument("--database", default=DATABASE_FILE_NAME, help="the database's file name")
+    status.add_argument(
+        "--database",
+        default=DATABASE_FILE_NAME,
+        metavar="NAME",
+        help=f"the database's file name in BOOK_DIR (default {DATABASE_FILE_NAME})",
+    )
 
     verify = commands.add_parser("verify", help="check a journal file")
-    verify.add_argument("journal", type=Path)
-    verify.add_argument("--json", action="store_true")
+    verify.add_argument("journal", type=Path, metavar="JOURNAL", help="the journal file to check")
+    verify.add_argument(
+        "--json", action="store_true", help="print the report as JSON (default: a short text)"
+    )
 
     watch = commands.add_parser("watch", help="a live view of a book for a person")
-    watch.add_argument("book_dir", type=Path)
+    watch.add_argument("book_dir", type=Path, metavar="BOOK_DIR", help="the book's directory")
     watch.add_argument("--once", action="store_true", help="show one snapshot and exit")
     watch.add_argument("--follow", action="store_true", help="keep following after `finished`")
-    watch.add_argument("--timeout-s", type=float, default=None)
+    watch.add_argument(
+        "--timeout-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="give up after S seconds, exit 1 (default: no limit)",
+    )
     return parser
 
 

@@ -38,6 +38,7 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -70,6 +71,25 @@ def _positive_float(text: str) -> float:
     return value
 
 
+BOOK_DIR_HELP = "a book's directory (its name is the book id)"
+ENGINE_RUN_ID_HELP = "a stream's engine_run_id, as its hello gives it"
+
+
+class _Deprecated(argparse.Action):
+    """An option's old spelling: it still works, and says on stderr which spelling replaces it."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        new = "--" + self.dest.replace("_", "-")
+        print(f"{parser.prog}: {option_string} is deprecated: use {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="platform-ingest",
@@ -78,13 +98,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dsn",
         default=os.environ.get("PLATFORM_INGEST_DSN"),
-        help="Postgres to use (default: $PLATFORM_INGEST_DSN, else an embedded server)",
+        metavar="DSN",
+        help="Postgres to use (default: $PLATFORM_INGEST_DSN, else libpq's PG* variables, else "
+        "an embedded server under --data-dir); `ps` shows it: prefer the environment",
     )
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=Path(".platform-ingest"),
-        help="where the embedded Postgres keeps its data (default: .platform-ingest/)",
+        metavar="DIR",
+        help="where the embedded Postgres keeps its data (default: .platform-ingest/ in the "
+        "current directory)",
     )
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
@@ -94,17 +118,19 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("migrate", help="bring the database schema to this version")
 
     sweep = commands.add_parser("sweep", help="one pass over each book, then exit")
-    sweep.add_argument("book_dirs", nargs="+", metavar="BOOK_DIR")
+    sweep.add_argument("book_dirs", nargs="+", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
     sweep.add_argument(
         "--auto", action="store_true", help="every new stream starts an attempt (no naming)"
     )
     sweep.add_argument(
         "--root",
         dest="roots",
+        metavar="DIR",
         action="append",
         type=Path,
         default=[],
-        help="refuse a book that resolves outside this directory (repeatable)",
+        help="refuse a book that resolves outside this directory (repeatable; default: any "
+        "directory)",
     )
     sweep.add_argument(
         "--json",
@@ -115,7 +141,13 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="the worker: tail every book directory under the roots until SIGTERM"
     )
-    run.add_argument("roots", nargs="+", type=Path, metavar="ROOT")
+    run.add_argument(
+        "roots",
+        nargs="+",
+        type=Path,
+        metavar="ROOT",
+        help="a directory whose subdirectories are books (repeatable; the same on every worker)",
+    )
     run.add_argument(
         "--auto", action="store_true", help="every new stream starts an attempt (no naming)"
     )
@@ -124,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="P",
-        help="serve Prometheus metrics on this port (0: any free port, logged)",
+        help="serve Prometheus metrics on this port (0: any free port, logged; default: none)",
     )
     run.add_argument(
         "--metrics-address",
@@ -158,70 +190,88 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     name = commands.add_parser("name", help="name a stream for the book's current run")
-    name.add_argument("book_dir", metavar="BOOK_DIR")
-    name.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    name.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    name.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
     name.add_argument("--new-run", action="store_true", help="start a new run for this stream")
 
     show = commands.add_parser("show", help="state of books, runs and attempts")
-    show.add_argument("book_dirs", nargs="*", metavar="BOOK_DIR")
+    show.add_argument(
+        "book_dirs", nargs="*", metavar="BOOK_DIR", help=BOOK_DIR_HELP + " (default: every book)"
+    )
     show.add_argument("--json", action="store_true", help="the JSON scripts read (SPEC § 8)")
 
     release = commands.add_parser(
         "release", help="lift a quarantine, a stall or a refusal after an operator looked"
     )
-    release.add_argument("book_dir", metavar="BOOK_DIR")
-    release.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    release.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    release.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
     _audited(release, reason_required=False)
 
     exited = commands.add_parser(
         "exited", help="the launcher's report of a process's exit status (negative: a signal)"
     )
-    exited.add_argument("book_dir", metavar="BOOK_DIR")
-    exited.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
-    exited.add_argument("exit_status", type=int, metavar="EXIT_STATUS")
+    exited.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    exited.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
+    exited.add_argument(
+        "exit_status",
+        type=int,
+        metavar="EXIT_STATUS",
+        help="the process's exit status as the launcher saw it (negative: killed by that signal)",
+    )
     _audited(exited, reason_required=False)
 
     skip = commands.add_parser(
         "skip", help="pass one quarantined line, named by its seq and sha256, with no effect"
     )
-    skip.add_argument("book_dir", metavar="BOOK_DIR")
-    skip.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
-    skip.add_argument("seq", type=int, metavar="SEQ")
+    skip.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    skip.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
+    skip.add_argument("seq", type=int, metavar="SEQ", help="the quarantined line's seq")
     skip.add_argument(
         "--sha256",
         default=None,
         metavar="HEX",
-        help="the line's sha256; without it nothing changes and the line's hash is printed",
+        help="the line's sha256 (default: none, and then nothing changes: the line's hash is "
+        "printed)",
     )
     _audited(skip, reason_required=True)
 
     disown = commands.add_parser(
         "disown", help="a foreign stream that is not ours: stop parking on it, apply none of it"
     )
-    disown.add_argument("book_dir", metavar="BOOK_DIR")
-    disown.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    disown.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    disown.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
     _audited(disown, reason_required=True)
 
     abandon = commands.add_parser(
         "abandon", help="give up on an attempt; its run fails (abandoned) if nothing else ends it"
     )
-    abandon.add_argument("book_dir", metavar="BOOK_DIR")
-    abandon.add_argument("engine_run_id", metavar="ENGINE_RUN_ID")
+    abandon.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    abandon.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
     _audited(abandon, reason_required=True)
 
     repair = commands.add_parser("repair", help="settle a stopped run through the engine status")
-    repair.add_argument("book_dir", metavar="BOOK_DIR")
+    repair.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
     repair.add_argument(
         "--status-command",
         default=DEFAULT_STATUS_COMMAND,
+        metavar="CMD",
         help=f"the engine's status command; BOOK_DIR --json is appended "
         f"(default: {DEFAULT_STATUS_COMMAND!r})",
     )
     repair.add_argument(
-        "--status-timeout",
-        type=float,
+        "--status-timeout-s",
+        type=_positive_float,
         default=STATUS_TIMEOUT_S,
-        help="seconds to wait for the status command",
+        metavar="S",
+        help=f"seconds to wait for the status command (default {STATUS_TIMEOUT_S:g})",
+    )
+    repair.add_argument(  # the spelling before units were in flag names: kept for scripts
+        "--status-timeout",
+        dest="status_timeout_s",
+        type=_positive_float,
+        default=argparse.SUPPRESS,
+        action=_Deprecated,
+        help=argparse.SUPPRESS,
     )
     _audited(repair, reason_required=False)
     return parser
@@ -230,10 +280,19 @@ def _parser() -> argparse.ArgumentParser:
 def _audited(command: argparse.ArgumentParser, *, reason_required: bool) -> None:
     """The options every audited action takes: who does it and why."""
     command.add_argument(
-        "--by", default=None, help="who acts, for the audit (default: this account's name)"
+        "--by",
+        default=None,
+        metavar="WHO",
+        help="who acts, for the audit (default: this account's name)",
     )
     command.add_argument(
-        "--reason", required=reason_required, default="", help="why, for the audit"
+        "--reason",
+        required=reason_required,
+        default="",
+        metavar="TEXT",
+        help="why, for the audit (required)"
+        if reason_required
+        else "why, for the audit (default: empty)",
     )
 
 
@@ -463,7 +522,7 @@ def _run(args: argparse.Namespace) -> int:
                 db,
                 args.book_dir,
                 status_command=args.status_command,
-                timeout_s=args.status_timeout,
+                timeout_s=args.status_timeout_s,
                 by=args.by,
                 reason=args.reason,
             )
