@@ -17,7 +17,8 @@
      ├── ProjectLocked                     another process holds the book's lock
      ├── BookDirectoryError (OSError)      the book directory is missing or not writable
      ├── NotARegularFile (OSError)         `verify` was given a FIFO, socket, device or directory
-     └── JournalWriteError (OSError)       the journal could not be written (policy "fail")
+     ├── JournalWriteError (OSError)       the journal could not be written (policy "fail")
+     └── SimulationError (RuntimeError)    `engine_events.testing`'s world used out of order
 
 Each error that maps to an engine exit code carries it as `exit_code` (see `ExitCode`).
 """
@@ -158,3 +159,8 @@ class JournalWriteError(EngineEventsError, OSError):
 
     The committed rows stay in the outbox; the next start projects them.
     """
+
+
+class SimulationError(EngineEventsError, RuntimeError):
+    """A simulated world of `engine_events.testing` used out of order: a step or a crash with no
+    engine process running, a start while one runs, a repair or a status read over a running one."""
