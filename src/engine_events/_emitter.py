@@ -39,8 +39,10 @@ from ._line import now_time
 from ._lock import BookLock
 from ._projection import Projector
 from ._schema import migrate, require_durable
+from ._sqlite import translated
 from ._status_file import write_status_file
 from .errors import (
+    BookDatabaseError,
     EngineEventsError,
     EventError,
     JournalWriteError,
@@ -186,15 +188,17 @@ class Emitter:
         """
         if self._conn.in_transaction:
             raise EngineEventsError("a transaction is already open on the host's connection")
-        self._conn.execute(_sql.BEGIN_IMMEDIATE)
+        with translated():
+            self._conn.execute(_sql.BEGIN_IMMEDIATE)
         try:
-            yield self._conn
+            yield self._conn  # the host's own statements: its errors are its own, untranslated
         except BaseException:
             self._rollback_quietly()
             raise
         try:
-            self._conn.commit()  # durable: the connection was checked for WAL + synchronous=FULL
-        except sqlite3.Error:
+            with translated():
+                self._conn.commit()  # durable: the connection is WAL + synchronous=FULL
+        except BookDatabaseError:
             # Not committed (SQLITE_BUSY, SQLITE_FULL, ...): nothing of it may reach the journal.
             self._rollback_quietly()
             raise
@@ -203,8 +207,9 @@ class Emitter:
     def _rollback_quietly(self) -> None:
         """Roll back after a first error; a failed rollback is logged, never raised over it."""
         try:
-            self._conn.rollback()
-        except sqlite3.Error as rollback_error:
+            with translated():
+                self._conn.rollback()
+        except BookDatabaseError as rollback_error:
             log.error("rollback failed after an error in the transaction: %s", rollback_error)
 
     def flush(self) -> None:
@@ -254,6 +259,7 @@ class Emitter:
         else:
             self._projector.record_watermarks()
 
+    @translated()
     def _begin_stream(self, engine_run_id: str, book_id: str, chunker_version: str) -> None:
         writes_pid = stream_version_tuple(self.stream_version) >= PID_SINCE
         hello = Hello(
@@ -301,6 +307,7 @@ class Emitter:
             self._latest_progress = event.data()["phases"]
         return seq
 
+    @translated()
     def _refuse_after_finished(self) -> None:
         """Raise `StreamFinished` if the outbox holds this stream's `finished`.
 
@@ -330,10 +337,12 @@ class Emitter:
             )
             self._set_journal_state("degraded")
 
+    @translated()
     def _journal_state(self) -> str:
         row = self._conn.execute(_sql.JOURNAL_STATE_GET).fetchone()
         return "ok" if row is None else str(row[0])
 
+    @translated()
     def _set_journal_state(self, state: str) -> None:
         self._conn.execute(_sql.BEGIN_IMMEDIATE)
         try:

@@ -22,6 +22,7 @@ from typing import Any
 from . import _sql
 from ._events import Event
 from ._line import encode_line, now_time
+from ._sqlite import translated
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ def _last_row(
     return _EMPTY if row is None else row
 
 
+@translated()
 def store(
     conn: sqlite3.Connection, stream_no: int, event: Event, projected_seq: int
 ) -> tuple[int, bytes]:
@@ -76,6 +78,7 @@ def store(
     return seq, line
 
 
+@translated()
 def streams(conn: sqlite3.Connection, *, summaries: bool = True) -> list[StreamState]:
     """Every stream of the book, oldest first, with its state as of its last committed row, or
     as of its summary row when that is further along (its rows were pruned). `summaries`: whether
@@ -109,6 +112,7 @@ def streams(conn: sqlite3.Connection, *, summaries: bool = True) -> list[StreamS
     return states
 
 
+@translated()
 def line_at(conn: sqlite3.Connection, stream_no: int, seq: int) -> bytes:
     row = conn.execute(_sql.OUTBOX_LINE, {"stream_no": stream_no, "seq": seq}).fetchone()
     if row is None:
@@ -116,6 +120,7 @@ def line_at(conn: sqlite3.Connection, stream_no: int, seq: int) -> bytes:
     return bytes(row[0])
 
 
+@translated()
 def latest_line(
     conn: sqlite3.Connection, state: StreamState, kind: str, *, summaries: bool = True
 ) -> bytes | None:
@@ -142,6 +147,7 @@ def _summary_row(conn: sqlite3.Connection, stream_no: int) -> tuple[Any, ...]:
     return _NO_SUMMARY if row is None else tuple(row)
 
 
+@translated()
 def refresh_summary(conn: sqlite3.Connection, stream_no: int) -> None:
     """Bring the stream's summary row up to its last outbox row, inside the caller's transaction.
 
@@ -164,6 +170,7 @@ def refresh_summary(conn: sqlite3.Connection, stream_no: int) -> None:
     conn.execute(_sql.SUMMARY_UPSERT, values)
 
 
+@translated()
 def record_projected(
     conn: sqlite3.Connection, projected: dict[int, int], *, summaries: bool = True
 ) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from . import _outbox, _sql
 from ._journal_file import JournalFile
+from ._sqlite import translated
 
 BATCH_LINES_MAX = 512
 BATCH_BYTES_MAX = 8 * 1024 * 1024
@@ -47,6 +48,7 @@ class Projector:
         self.projected: dict[int, int] = {}
         """stream_no -> projected seq known to be durable in the file (may be ahead of SQLite)."""
 
+    @translated()
     def load_watermarks(self) -> list[Pending]:
         """Read the recorded watermarks; return the streams that have rows left to project."""
         pending = [
@@ -60,6 +62,7 @@ class Projector:
             )
         return pending
 
+    @translated()
     def project_stream(self, stream_no: int) -> int:
         """Append every committed row of one stream past its watermark; return the lines written.
 
@@ -163,15 +166,16 @@ class Projector:
         """The lines of rows `after_seq` < seq <= `through_seq` of a stream, the last one first,
         read in batches."""
         while through_seq > after_seq:
-            rows = self._conn.execute(
-                _sql.OUTBOX_BEFORE,
-                {
-                    "stream_no": stream_no,
-                    "after_seq": after_seq,
-                    "through_seq": through_seq,
-                    "limit": BATCH_LINES_MAX,
-                },
-            ).fetchall()
+            with translated():
+                rows = self._conn.execute(
+                    _sql.OUTBOX_BEFORE,
+                    {
+                        "stream_no": stream_no,
+                        "after_seq": after_seq,
+                        "through_seq": through_seq,
+                        "limit": BATCH_LINES_MAX,
+                    },
+                ).fetchall()
             for row_seq, line in rows:
                 if row_seq != through_seq:  # dense by construction, as in project_stream
                     raise RuntimeError(f"outbox hole in stream {stream_no} at seq {through_seq}")

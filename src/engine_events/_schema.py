@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from . import _sql
+from ._sqlite import translated
 from .errors import DurabilityError, SchemaMismatch
 
 SCHEMA_VERSION = len(_sql.MIGRATIONS)
@@ -18,6 +19,7 @@ DATABASE_FILE_NAME = "engine.sqlite3"
 _SYNCHRONOUS_FULL = 2  # PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA
 
 
+@translated()
 def connect(database: Path | str) -> sqlite3.Connection:
     """Open a book's database the way engine_events wants a host to: WAL with synchronous=FULL,
     and no implicit transactions (each one an explicit `BEGIN IMMEDIATE`)."""
@@ -27,6 +29,7 @@ def connect(database: Path | str) -> sqlite3.Connection:
     return conn
 
 
+@translated()
 def require_durable(conn: sqlite3.Connection) -> None:
     """Refuse a connection whose commits are not durable when `commit()` returns.
 
@@ -43,6 +46,7 @@ def require_durable(conn: sqlite3.Connection) -> None:
         )
 
 
+@translated()
 def schema_version(conn: sqlite3.Connection) -> int:
     if conn.execute(_sql.META_TABLE_EXISTS).fetchone() is None:
         return 0
@@ -57,6 +61,7 @@ def require_known_version(conn: sqlite3.Connection) -> int:
     return found
 
 
+@translated()
 def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> tuple[int, int]:
     """Bring the schema to `target` (the newest by default) in one transaction; refuse a newer
     database than this code knows, untouched. Never goes back: a database already past `target`

@@ -21,9 +21,11 @@ from ._journal_file import JournalFile, JournalIO, OsJournalIO
 from ._lock import BookLock
 from ._projection import Projector
 from ._schema import connect, require_durable, require_known_version
-from .errors import BookDirectoryError, EngineEventsError, ProjectLocked
+from ._sqlite import translated
+from .errors import BookDatabaseError, BookDirectoryError, EngineEventsError, ProjectLocked
 
 
+@translated()
 def read_status(conn: sqlite3.Connection) -> dict[str, Any]:
     """The status report of a book's database (see the module docstring for its shape)."""
     version = require_known_version(conn)
@@ -70,6 +72,7 @@ def read_status(conn: sqlite3.Connection) -> dict[str, Any]:
     }
 
 
+@translated()
 def repair(conn: sqlite3.Connection, book_dir: Path, *, io: JournalIO | None = None) -> None:
     """Start-up recovery steps (1) and (2) over a stopped run; the caller holds the lock.
 
@@ -106,24 +109,27 @@ def command(book_dir: Path, *, database_name: str, repair_first: bool) -> int:
             database = book_dir / database_name
             if not database.is_file():
                 return _error("no_database", ExitCode.SOURCE_UNREADABLE, str(database))
-            conn = connect(database)
-            try:
-                require_durable(conn)
-                require_known_version(conn)  # a newer database is refused before any repair
-                if repair_first:
-                    repair(conn, book_dir)
-                report = read_status(conn)
-            finally:
-                conn.close()
+            with translated():
+                conn = connect(database)
+                try:
+                    require_durable(conn)
+                    require_known_version(conn)  # a newer database is refused before any repair
+                    if repair_first:
+                        repair(conn, book_dir)
+                    report = read_status(conn)
+                finally:
+                    conn.close()
     except ProjectLocked:
         return _error("project_locked", ExitCode.PROJECT_LOCKED)
     except BookDirectoryError as error:
         if book_dir.exists() and not book_dir.is_dir():
             return _error("book_directory", error.exit_code, f"not a directory: {book_dir}")
         return _error("book_directory", error.exit_code, str(error))
+    except BookDatabaseError as error:  # SQLite's errors, translated once (`_sqlite`)
+        return _error("unreadable", ExitCode.INFRA, str(error))
     except EngineEventsError as error:
         return _error(error.exit_code.outcome, error.exit_code, str(error))
-    except (sqlite3.Error, OSError) as error:
+    except OSError as error:
         return _error("unreadable", ExitCode.INFRA, str(error))
     sys.stdout.buffer.write(orjson.dumps(report) + b"\n")
     return ExitCode.CLEAN

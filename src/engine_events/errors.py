@@ -18,12 +18,21 @@
      ├── BookDirectoryError (OSError)      the book directory is missing or not writable
      ├── NotARegularFile (OSError)         `verify` was given a FIFO, socket, device or directory
      ├── JournalWriteError (OSError)       the journal could not be written (policy "fail")
+     ├── BookDatabaseError                 SQLite failed a statement of the engine (`_sqlite`);
+     │    │ (sqlite3.DatabaseError)        the driver's message, codes and family are kept
+     │    ├── BookDatabaseRefused          a constraint refused the write (sqlite3.IntegrityError)
+     │    ├── BookDatabaseBusy             another connection holds the database: SQLITE_BUSY or
+     │    │                                SQLITE_LOCKED (sqlite3.OperationalError)
+     │    └── BookDatabaseFailed           any other operational failure: I/O, a full disk, a
+     │                                     file that cannot be opened (sqlite3.OperationalError)
      └── SimulationError (RuntimeError)    `engine_events.testing`'s world used out of order
 
 Each error that maps to an engine exit code carries it as `exit_code` (see `ExitCode`).
 """
 
 from __future__ import annotations
+
+import sqlite3
 
 from ._exit_codes import ExitCode
 
@@ -164,3 +173,21 @@ class JournalWriteError(EngineEventsError, OSError):
 class SimulationError(EngineEventsError, RuntimeError):
     """A simulated world of `engine_events.testing` used out of order: a step or a crash with no
     engine process running, a start while one runs, a repair or a status read over a running one."""
+
+
+class BookDatabaseError(EngineEventsError, sqlite3.DatabaseError):
+    """SQLite failed a statement the engine ran on the book's database (translated once, in
+    `_sqlite`). The driver's message is the message; `sqlite_errorcode` and `sqlite_errorname` are
+    the driver's, and the driver's error is the cause."""
+
+
+class BookDatabaseRefused(BookDatabaseError, sqlite3.IntegrityError):
+    """A constraint of the database refused the engine's write."""
+
+
+class BookDatabaseBusy(BookDatabaseError, sqlite3.OperationalError):
+    """Another connection holds the database (SQLITE_BUSY or SQLITE_LOCKED) past the wait."""
+
+
+class BookDatabaseFailed(BookDatabaseError, sqlite3.OperationalError):
+    """Any other operational failure: an I/O error, a full disk, a file that cannot be opened."""
