@@ -408,3 +408,24 @@ def test_status_timeout_has_its_unit_and_the_old_spelling_still_works(
     code, out, _ = platform(capsys, "repair", "--help")
     assert code == 0
     assert "--status-timeout-s S" in out and "--status-timeout " not in out
+
+
+def test_a_bad_worker_id_is_refused_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cloud hostname fits (63 characters); a bad id exits 2 at once, with no embedded server
+    started (before, the unit failed only after starting it, and restarted every 2 s)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PLATFORM_INGEST_DSN", raising=False)
+    for name in ("PGSERVICE", "PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "root").mkdir()
+    with pytest.raises(SystemExit) as exited:
+        platform_main(["run", str(tmp_path / "root"), "--worker-id", "bad id!"])
+    assert exited.value.code == 2
+    assert "1 to 63 letters" in capsys.readouterr().err
+    assert not (tmp_path / ".platform-ingest").exists()
+    hostname = "ip-10-0-0-1.eu-west-1.compute.internal-worker-" + "x" * 16
+    assert len(hostname) == 63
+    args = platform_parser().parse_args(["run", "root", "--worker-id", hostname])
+    assert args.worker_id == hostname

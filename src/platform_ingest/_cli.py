@@ -46,6 +46,7 @@ from ._books import register_book
 from ._db import Database
 from ._embedded import cluster_exists, embedded_postgres
 from ._logs import use_json_logs
+from ._membership import check_worker_id
 from ._operate import name_stream, release_attempt
 from ._pass import BookPass, Mode
 from ._plain import display_path, plain
@@ -69,6 +70,14 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
     return value
+
+
+def _worker_id(text: str) -> str:
+    """A `--worker-id`, checked before anything starts (no embedded server for a bad one)."""
+    try:
+        return check_worker_id(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
 
 
 BOOK_DIR_HELP = "a book's directory (its name is the book id)"
@@ -184,9 +193,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--worker-id",
         default=None,
+        type=_worker_id,
         metavar="ID",
-        help="this worker's name in logs, metrics and pg_stat_activity (default: random); "
-        "unique among the workers of a database",
+        help="this worker's name in logs, metrics and pg_stat_activity, 1 to 63 letters, digits, "
+        "'.', '_', ':' or '-' (default: random); unique among the workers of a database",
     )
 
     name = commands.add_parser("name", help="name a stream for the book's current run")
