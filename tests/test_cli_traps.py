@@ -425,7 +425,7 @@ def test_a_bad_worker_id_is_refused_before_anything_starts(
     assert exited.value.code == 2
     assert "1 to 63 letters" in capsys.readouterr().err
     assert not (tmp_path / ".platform-ingest").exists()
-    hostname = "ip-10-0-0-1.eu-west-1.compute.internal-worker-" + "x" * 16
+    hostname = "ip-10-0-0-1.eu-west-1.compute.internal-worker-" + "x" * 17
     assert len(hostname) == 63
     args = platform_parser().parse_args(["run", "root", "--worker-id", hostname])
     assert args.worker_id == hostname
