@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors
+from psycopg.rows import BaseRowFactory, dict_row, tuple_row
 
 from ._backoff import Backoff
 from ._sql import LISTED_TEXTS, Statement
@@ -32,6 +33,7 @@ logger = logging.getLogger("platform_ingest")
 
 Row = dict[str, Any]
 StatementHook = Callable[[Statement], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -207,33 +209,36 @@ class Database:
                 logger.info("Postgres unavailable; reconnect attempt %d waits", attempt)
                 time.sleep(backoff.next_s())
 
-    def _cursor(self, statement: Statement, params: Sequence[Any]) -> psycopg.Cursor[Any]:
+    def _cursor(
+        self, statement: Statement, params: Sequence[Any], row_factory: BaseRowFactory[T]
+    ) -> psycopg.Cursor[T]:
+        """Execute one listed statement on a new cursor whose rows `row_factory` makes."""
         if statement.text not in LISTED_TEXTS:
             raise IngestError(f"statement {statement.name!r} is not in the listed statements")
         if _statement_hook is not None:
             _statement_hook(statement)
-        return self.connection.execute(statement.text, params)
+        cursor = self.connection.cursor(row_factory=row_factory)
+        return cursor.execute(statement.text, params)
 
     def execute(self, statement: Statement, params: Sequence[Any] = ()) -> int:
         """Run one listed statement; return its rowcount."""
         with _translated():
-            return self._cursor(statement, params).rowcount
+            return self._cursor(statement, params, tuple_row).rowcount
 
     def fetch_all(self, statement: Statement, params: Sequence[Any] = ()) -> list[Row]:
-        """Run one listed statement and return its rows as dicts."""
+        """Run one listed statement and return its rows as dicts (`dict_row`)."""
         with _translated():
-            cursor = self._cursor(statement, params)
-            names = [column.name for column in cursor.description or ()]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            return self._cursor(statement, params, dict_row).fetchall()
 
     def fetch_tuples(self, statement: Statement, params: Sequence[Any] = ()) -> list[Any]:
         """Run one listed statement and return its rows as tuples (hot paths)."""
         with _translated():
-            return self._cursor(statement, params).fetchall()
+            return self._cursor(statement, params, tuple_row).fetchall()
 
     def fetch_one(self, statement: Statement, params: Sequence[Any] = ()) -> Row | None:
-        rows = self.fetch_all(statement, params)
-        return rows[0] if rows else None
+        """Run one listed statement and return its first row as a dict, or None (`fetchone`)."""
+        with _translated():
+            return self._cursor(statement, params, dict_row).fetchone()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
