@@ -410,7 +410,7 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
                     "hint_discarded": report.hint_discarded,
                     "parked": report.parked,
                     "busy": report.busy,
-                    "problems": report.problems,
+                    "problems": [str(problem) for problem in report.problems],
                 }
             )
         else:

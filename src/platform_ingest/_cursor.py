@@ -67,6 +67,19 @@ def state_for_problem(kind: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class PassProblem:
+    """A problem a pass met: on a stream (`engine_run_id`), or on the book as a whole (None)."""
+
+    engine_run_id: str | None
+    kind: str
+
+    def __str__(self) -> str:
+        """As `sweep --json` prints it: `"<engine_run_id>: <kind>"` or `"(book): <kind>"`."""
+        where = "(book)" if self.engine_run_id is None else self.engine_run_id
+        return f"{where}: {self.kind}"
+
+
+@dataclass(frozen=True, slots=True)
 class ProblemRecord:
     """The evidence kept for a stream problem (`show` prints kind, seq, offset, detail)."""
 

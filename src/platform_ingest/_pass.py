@@ -49,6 +49,7 @@ from ._cursor import (
     PASS_PROBLEM_KINDS,
     AttemptView,
     BookView,
+    PassProblem,
 )
 from ._db import Database
 from ._decode import Line, decode_line, reads_major
@@ -94,7 +95,7 @@ class PassReport:
     parked: bool = False
     busy: bool = False
     restarts: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[PassProblem] = field(default_factory=list)
 
 
 class BookPass:
@@ -246,7 +247,7 @@ class _Pass(StreamRules):
         self.hash_cache: dict[int, dict[int, bytes]] = {}
         self.batch_hashes: dict[tuple[int, int], bytes] = {}
         self.sealed_hashes: dict[tuple[int, int], bytes] = {}
-        self.problems: list[str] = []
+        self.problems: list[PassProblem] = []
         self.duplicates = 0
         self.parked = False
         self.drain = self._drain
@@ -342,7 +343,7 @@ class _Pass(StreamRules):
         """Record a problem that stops the whole book (shown by `show`), once per kind."""
         self.db.execute(_sql.BOOK_PROBLEM_SET, (self.book.book_id, kind, detail, None))
         if kind not in self.book.problem_kinds:
-            self.problems.append(f"(book): {kind}")
+            self.problems.append(PassProblem(None, kind))
 
     def _book_problems_cleared(self) -> None:
         """The pass went through: the book problems a pass finds are gone."""

@@ -29,6 +29,7 @@ from ._cursor import (
     STOPPED_STATES,
     AttemptView,
     BookView,
+    PassProblem,
     ProblemRecord,
     state_for_problem,
 )
@@ -80,7 +81,7 @@ class StreamRules:
     hash_cache: dict[int, dict[int, bytes]]
     batch_hashes: dict[tuple[int, int], bytes]
     sealed_hashes: dict[tuple[int, int], bytes]
-    problems: list[str]
+    problems: list[PassProblem]
     duplicates: int
     parked: bool
     drain: Callable[[], None]
@@ -407,7 +408,7 @@ class StreamRules:
         attempt.state = state_for_problem(problem.kind)
         attempt.error = ProblemRecord.of(problem)
         self.batch.touch(attempt)
-        self.problems.append(f"{attempt.engine_run_id}: {problem.kind}")
+        self.problems.append(PassProblem(attempt.engine_run_id, problem.kind))
         logger.warning(
             "book %s stream %s: %s at seq %s, byte %s -> %s",
             self.ref,
@@ -424,7 +425,7 @@ class StreamRules:
             return
         self.book.error = ProblemRecord.of(problem)
         self.batch.book_changed = True
-        self.problems.append(f"(book): {problem.kind}")
+        self.problems.append(PassProblem(None, problem.kind))
         logger.warning(
             "book %s: %s before any hello at byte %s", self.ref, problem.kind, problem.offset
         )

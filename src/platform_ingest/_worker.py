@@ -303,7 +303,7 @@ class Worker:
         if report.duplicates:
             metrics.duplicates.inc(report.duplicates)
         for problem in report.problems:
-            metrics.problems.labels(problem.rsplit(": ", 1)[-1]).inc()
+            metrics.problems.labels(problem.kind).inc()
 
     # --- Postgres away --------------------------------------------------------------------------
 

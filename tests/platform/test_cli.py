@@ -119,6 +119,22 @@ def test_sweep_json_report(
     assert (report["book_id"], report["lines_applied"], report["start_offset"]) == ("book-1", 2, 0)
 
 
+def test_sweep_json_problems_are_strings(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sweep --json` prints each problem as `"<engine_run_id>: <kind>"` or `"(book): <kind>"`."""
+    book = make_book("book-1")
+    write(book, hello(), spend(2, 1.5))
+    code, out, _ = cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", "--json", str(book))
+    assert code == 0
+    assert json.loads(out)["problems"] == [f"{RUN_A}: malformed"]
+    other = make_book("book-2")
+    write(other, spend(1, 10))
+    code, out, _ = cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", "--json", str(other))
+    assert code == 0
+    assert json.loads(out)["problems"] == ["(book): malformed"]
+
+
 def test_name_then_sweep_in_named_mode(
     fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
 ) -> None:

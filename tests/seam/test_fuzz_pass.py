@@ -288,7 +288,7 @@ def _fuzz_one(data: st.DataObject, db: Database, root: Path, *, huge: bool) -> N
         STATS["fuzz: problems recorded"] += len(report.problems)
         STATS["fuzz: lines applied"] += report.lines_applied
         for problem in report.problems:
-            event(f"problem: {problem.split(': ')[-1]}")
+            event(f"problem: {problem.kind}")
     before = show_state(db, [str(book)])
     again = BookPass(db, book_id, mode=mode).run()
     assert again.lines_applied == 0
