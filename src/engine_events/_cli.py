@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ._demo import DemoOptions, StopRequests, run_demo
 from ._events import STREAM_VERSION, STREAM_VERSIONS
+from ._logs import add_options as add_log_options
+from ._logs import chosen_level
+from ._logs import configure as configure_logs
 from ._schema import DATABASE_FILE_NAME
 from ._status import command as status_command
 from ._verify import command as verify_command
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_LOG_LEVEL = "INFO"
+DEFAULT_LOG_FORMAT = "text"
 
 
 def _integer(text: str, *, least: int, what: str) -> int:
@@ -46,13 +49,7 @@ def _stages(text: str) -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engine-events", description=__doc__)
-    parser.add_argument(
-        "--log-level",
-        type=str.upper,
-        choices=LOG_LEVELS,
-        default="INFO",
-        help=f"logging level on stderr, one of {', '.join(LOG_LEVELS)} (default INFO)",
-    )
+    add_log_options(parser, default_level=DEFAULT_LOG_LEVEL, default_format=DEFAULT_LOG_FORMAT)
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="run the reference engine on a book directory")
@@ -148,11 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logs(chosen_level(args, DEFAULT_LOG_LEVEL), args.log_format or DEFAULT_LOG_FORMAT)
     if args.command == "demo":
         stops = StopRequests()
         stops.install()

@@ -1,6 +1,7 @@
 """`platform-ingest`: the platform side's command (SPEC § 8).
 
-    platform-ingest [--dsn DSN] [--data-dir DIR] [-v] COMMAND ...
+    platform-ingest [--dsn DSN] [--data-dir DIR] [-v | -q | --log-level LEVEL]
+                    [--log-format text|json] COMMAND ...
 
     migrate                                  bring the schema to this version
     sweep BOOK_DIR... [--auto] [--root DIR]  one pass over each book, then exit
@@ -13,6 +14,10 @@
     skip BOOK_DIR ENGINE_RUN_ID SEQ --sha256 HEX --reason TEXT   pass one quarantined line
     disown BOOK_DIR ENGINE_RUN_ID --reason TEXT    a foreign stream is not ours
     abandon BOOK_DIR ENGINE_RUN_ID --reason TEXT   give up on an attempt
+
+Logs go to stderr, every time in UTC with milliseconds and a `Z`: JSON lines at INFO and above for
+`run`, text at WARNING and above for the other commands; `-v`/`-q` move the level a step, or
+`--log-level` names it, and `--log-format` chooses the style (the same options as `engine-events`).
 
 Every remedy and report is audited (`--by`, `--reason`) and shown by `show --json`.
 
@@ -45,7 +50,9 @@ import orjson
 from ._books import register_book
 from ._db import Database
 from ._embedded import cluster_exists, embedded_postgres
-from ._logs import use_json_logs
+from ._logs import add_options as add_log_options
+from ._logs import chosen_level
+from ._logs import configure as configure_logs
 from ._membership import check_worker_id
 from ._operate import name_stream, release_attempt
 from ._pass import BookPass, Mode
@@ -119,9 +126,7 @@ def _parser() -> argparse.ArgumentParser:
         help="where the embedded Postgres keeps its data (default: .platform-ingest/ in the "
         "current directory)",
     )
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
-    )
+    add_log_options(parser, default_level="WARNING; run: INFO", default_format="text; run: json")
     commands = parser.add_subparsers(dest="command", required=True)
 
     commands.add_parser("migrate", help="bring the database schema to this version")
@@ -425,8 +430,6 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     """`run`: the worker, until SIGTERM or SIGINT (then exit 0)."""
-    level = logging.DEBUG if args.verbose >= 2 else logging.INFO
-    use_json_logs(level)
     with _database(args) as db:
         dsn = db.dsn
         db.close()
@@ -543,8 +546,11 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    worker = args.command == "run"
+    configure_logs(
+        chosen_level(args, "INFO" if worker else "WARNING"),
+        args.log_format or ("json" if worker else "text"),
+    )
     try:
         return _run(args)
     except EngineLive as error:

@@ -1,49 +1,158 @@
-"""Structured logs for the worker: one JSON object per line on stderr.
+"""The command's logs on stderr: one style, the same as `engine-events`' (`engine_events._logs`).
 
-    {"time": "2026-11-30T02:08:57.213Z", "level": "INFO", "logger": "platform_ingest",
-     "message": "worker w-3f2a9c01 shares 6 of 12 books with 1 other worker", "worker": "w-3f2a9c01"}
+Two formats, one line per record, every time in UTC with milliseconds and a `Z`, as the stream's
+`time`. The worker (`run`) logs JSON by default, the other commands text:
 
-Fields given with `extra={"fields": {...}}` are merged into the object; a `FieldsLogger` (a
-`logging.LoggerAdapter`) gives the same fields to every line it logs, plus any a call adds with
-`fields=...`. At INFO and above a log line holds no money amount and no book id: books are named
-by their opaque reference (`book_ref`), and amounts are never passed to a log call.
+    json  {"time":"2026-11-30T02:08:57.213Z","level":"INFO","logger":"platform_ingest",
+           "message":"worker w-3f2a9c01 shares 6 of 12 books with 1 other worker",
+           "worker":"w-3f2a9c01"}
+    text  2026-11-30T02:08:57.213Z INFO platform_ingest: worker w-3f2a9c01 shares 6 of 12 books
+          with 1 other worker worker=w-3f2a9c01
+
+Fields given with `extra={"fields": {...}}` are merged into the JSON object, and follow the text
+line's message as `name=value`; a `FieldsLogger` (a `logging.LoggerAdapter`) gives the same
+fields to every line it logs, plus any a call adds with `fields=...`. An exception's traceback is
+the JSON object's `exception`, or the text lines after the record's. At INFO and above a log line
+holds no money amount and no book id: books are named by their opaque reference (`book_ref`), and
+amounts are never passed to a log call.
+
+The level is `--log-level LEVEL`, or the command's default moved one step per `-v` (more) or
+`-q` (less); the three are one choice (argparse refuses two of them together).
+
+The engine half has its own copy of the formatting and options (the two halves are deployed apart
+and never import each other); `tests/test_cli_traps.py` checks that both format a record alike.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
 import logging
+import re
 import sys
-import time
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""The levels, most verbose first: `-v` moves one step left, `-q` one step right."""
+
+FORMATS = ("text", "json")
+
+HANDLER_NAME = "run-event-journal-stderr"
+"""The name of the handler `configure` installs, the same in both halves: a later call (of either
+half, in one process under test) replaces it."""
+
+_BARE = re.compile(r"[^\s\"=\\]+")
+
+
+def utc_time(created: float) -> str:
+    """A record's time as the stream writes `time`: `2026-11-30T02:08:57.213Z`."""
+    moment = dt.datetime.fromtimestamp(created, dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    fields = getattr(record, "fields", None)
+    return dict(fields) if isinstance(fields, dict) else {}
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value, default=str).decode()
+
 
 class JsonFormatter(logging.Formatter):
-    """Formats a record as one compact JSON object (no newline inside)."""
+    """A record as one compact JSON object: `time`, `level`, `logger`, `message`, the fields."""
 
     def __init__(self, static_fields: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.static_fields = dict(static_fields or {})
 
     def format(self, record: logging.LogRecord) -> str:
-        seconds = int(record.created)
-        milliseconds = int((record.created - seconds) * 1000)
         entry: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-            + f".{milliseconds:03d}Z",
+            "time": utc_time(record.created),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
         }
         entry.update(self.static_fields)
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            entry.update(fields)
+        entry.update(_fields(record))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(entry, default=str).decode()
+        return _json(entry)
+
+
+class TextFormatter(logging.Formatter):
+    """A record as `TIME LEVEL LOGGER: MESSAGE name=value ...`, a traceback on the lines after."""
+
+    def __init__(self, static_fields: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.static_fields = dict(static_fields or {})
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{utc_time(record.created)} {record.levelname} {record.name}: {record.getMessage()}"
+        for name, value in {**self.static_fields, **_fields(record)}.items():
+            shown = value if isinstance(value, str) and _BARE.fullmatch(value) else _json(value)
+            line += f" {name}={shown}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def formatter(log_format: str, static_fields: dict[str, Any] | None = None) -> logging.Formatter:
+    """The formatter of `log_format` (`text` or `json`)."""
+    if log_format == "json":
+        return JsonFormatter(static_fields)
+    if log_format == "text":
+        return TextFormatter(static_fields)
+    raise ValueError(f"unknown log format {log_format!r}: one of {', '.join(FORMATS)}")
+
+
+def add_options(
+    parser: argparse.ArgumentParser, *, default_level: str, default_format: str
+) -> None:
+    """`-v`, `-q`, `--log-level` (one of them) and `--log-format`, with their defaults said."""
+    group = parser.add_argument_group("logs (stderr)")
+    level = group.add_mutually_exclusive_group()
+    level.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help=f"log more: one level down from the default per -v (default level {default_level})",
+    )
+    level.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=0,
+        help="log less: one level up from the default per -q",
+    )
+    level.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LEVELS,
+        default=None,
+        metavar="LEVEL",
+        help=f"the least level logged, one of {', '.join(LEVELS)} in any case "
+        f"(default {default_level})",
+    )
+    group.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default=None,
+        help=f"text: one readable line a record; json: one JSON object a line "
+        f"(default {default_format})",
+    )
+
+
+def chosen_level(args: argparse.Namespace, default: str) -> int:
+    """The level `args` ask for: `--log-level`, else `default` moved by `-v` and `-q`."""
+    if args.log_level is not None:
+        return int(logging.getLevelName(args.log_level))
+    index = LEVELS.index(default) - args.verbose + args.quiet
+    return int(logging.getLevelName(LEVELS[max(0, min(index, len(LEVELS) - 1))]))
 
 
 class FieldsLogger(logging.LoggerAdapter[logging.Logger]):
@@ -65,15 +174,33 @@ class FieldsLogger(logging.LoggerAdapter[logging.Logger]):
         return msg, kwargs
 
 
-def use_json_logs(level: int, static_fields: dict[str, Any] | None = None) -> None:
-    """Send every log record at `level` and above to stderr as JSON lines (replaces handlers)."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(static_fields))
+class StderrHandler(logging.StreamHandler[TextIO]):
+    """Writes to the `sys.stderr` of the moment (a test's capture, say), not the one at setup."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def configure(
+    level: int, log_format: str, static_fields: dict[str, Any] | None = None
+) -> logging.Handler:
+    """Send every record at `level` and above to stderr in `log_format`, replacing the handler a
+    previous call installed, of either half (others, such as a test runner's, stay)."""
+    handler = StderrHandler()
+    handler.set_name(HANDLER_NAME)
+    handler.setFormatter(formatter(log_format, static_fields))
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if old.get_name() == HANDLER_NAME:
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    if level > logging.DEBUG:
-        # The embedded server's library narrates every start at INFO; its warnings still show.
-        logging.getLogger("pgserver").setLevel(logging.WARNING)
+    # The embedded server's library narrates every start at INFO; its warnings still show.
+    logging.getLogger("pgserver").setLevel(logging.WARNING if level > logging.DEBUG else level)
+    return handler
+
+
+def use_json_logs(level: int, static_fields: dict[str, Any] | None = None) -> None:
+    """Send every log record at `level` and above to stderr as JSON lines (replaces handlers)."""
+    configure(level, "json", static_fields)
