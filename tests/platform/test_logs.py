@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 from platform_journals import RUN_A, RUN_B, ceiling, hello, spend, sweep, write
 
 from platform_ingest import Database, book_ref
+from platform_ingest._logs import FieldsLogger, configure
 from platform_ingest._operate import name_stream, release_attempt
 from platform_ingest._repair import repair_book
 
@@ -64,3 +67,35 @@ def test_no_money_and_no_book_id_in_logs_at_info_or_above(
         for amount in AMOUNTS:
             assert amount not in message, message
     assert any(book_ref(BOOK) in record.getMessage() for record in loud)
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_a_fields_logger_line_in_both_styles(
+    log_format: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`configure` writes the adapter's fields and the call's in either style, with the keys the
+    worker's readers use and the stream's time; a second call replaces the first handler."""
+    root = logging.getLogger()
+    before = (list(root.handlers), root.level)
+    try:
+        configure(logging.INFO, "text")
+        configure(logging.INFO, log_format)
+        log = FieldsLogger(logging.getLogger("platform_ingest.test"), {"worker": "w-1"})
+        log.debug("not shown")
+        log.info("pass over %s", "b-1", fields={"book_ref": "b-1", "workers": 2})
+        (line,) = capsys.readouterr().err.splitlines()
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in before[0]:
+                root.removeHandler(handler)
+        root.setLevel(before[1])
+    if log_format == "json":
+        entry = json.loads(line)
+        keys = ("time", "level", "logger", "message", "worker", "book_ref", "workers")
+        assert tuple(entry) == keys
+        assert (entry["level"], entry["message"], entry["workers"]) == ("INFO", "pass over b-1", 2)
+        stamp = entry["time"]
+    else:
+        stamp, rest = line.split(" ", 1)
+        assert rest == "INFO platform_ingest.test: pass over b-1 worker=w-1 book_ref=b-1 workers=2"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
