@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ._demo import DemoOptions, StopRequests, run_demo
 from ._faults import FaultyIO
+from ._logs import configure as configure_logs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,5 +53,5 @@ def main(argv: list[str] | None = None) -> int:
     io = FaultyIO(
         crash_at=crash_at, crash_on=crash_on, fail_errno=fail_errno, fail_after_writes=fail_after
     )
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logs(logging.INFO, "text")  # the same lines as `engine-events`
     return run_demo(args.book_dir, options, io=io, stops=stops)
