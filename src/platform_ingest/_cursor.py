@@ -16,13 +16,13 @@ one finished), `exited` (the launcher reported the process's exit status, no `fi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ._journal import Hint
 from ._runs import RunView
-from .errors import StreamProblem
+from .errors import BookProblemKind, ProblemKind, StreamProblem
 
-ATTEMPT_STATES = (
+AttemptState = Literal[
     "pending",
     "active",
     "parked",
@@ -34,34 +34,39 @@ ATTEMPT_STATES = (
     "exited",
     "disowned",
     "abandoned",
+]
+ATTEMPT_STATES: tuple[AttemptState, ...] = get_args(AttemptState)
+FOLLOWED_STATES: frozenset[AttemptState] = frozenset(
+    {"active", "parked", "finished", "superseded", "exited"}
 )
-FOLLOWED_STATES = frozenset({"active", "parked", "finished", "superseded", "exited"})
 """A stream in one of these states is still read: new seqs applied, duplicates compared."""
-STOPPED_STATES = frozenset({"stalled", "quarantined", "refused", "disowned", "abandoned"})
+STOPPED_STATES: frozenset[AttemptState] = frozenset(
+    {"stalled", "quarantined", "refused", "disowned", "abandoned"}
+)
 """Nothing more of a stream in one of these states is read (until an operator releases it, for
 the first three; never, for a stream disowned or abandoned)."""
-LIVE_STATES = frozenset({"active", "parked"})
+LIVE_STATES: frozenset[AttemptState] = frozenset({"active", "parked"})
 """States whose hint is a place a pass must start from."""
-RELEASABLE_STATES = frozenset({"quarantined", "stalled", "refused"})
+RELEASABLE_STATES: frozenset[AttemptState] = frozenset({"quarantined", "stalled", "refused"})
 
-PASS_PROBLEM_KINDS = (
+PASS_PROBLEM_KINDS: tuple[BookProblemKind, ...] = (
     "journal_unreadable",
     "journal_not_regular",
     "journal_outside_roots",
     "database_refused",
 )
 """Book problems a pass finds, and clears itself once a pass over the book goes through."""
-BOOK_PATH_CONFLICT = "book_path_conflict"
+BOOK_PATH_CONFLICT: BookProblemKind = "book_path_conflict"
 """A book problem found while registering: a second directory with the book's name."""
 
-_STATE_OF_PROBLEM = {
+_STATE_OF_PROBLEM: dict[ProblemKind, AttemptState] = {
     "gap": "stalled",
     "unsupported_version": "refused",
     "foreign_stream_ahead": "parked",
 }
 
 
-def state_for_problem(kind: str) -> str:
+def state_for_problem(kind: ProblemKind) -> AttemptState:
     """The attempt state a stream problem puts it in."""
     return _STATE_OF_PROBLEM.get(kind, "quarantined")
 
@@ -71,7 +76,7 @@ class PassProblem:
     """A problem a pass met: on a stream (`engine_run_id`), or on the book as a whole (None)."""
 
     engine_run_id: str | None
-    kind: str
+    kind: ProblemKind
 
     def __str__(self) -> str:
         """As `sweep --json` prints it: `"<engine_run_id>: <kind>"` or `"(book): <kind>"`."""
@@ -83,7 +88,7 @@ class PassProblem:
 class ProblemRecord:
     """The evidence kept for a stream problem (`show` prints kind, seq, offset, detail)."""
 
-    kind: str
+    kind: ProblemKind
     seq: int | None
     offset: int | None
     detail: str
@@ -98,7 +103,7 @@ class ProblemRecord:
             return None
         return cls(row["error_kind"], row["error_seq"], row["error_offset"], row["error_detail"])
 
-    def as_params(self) -> tuple[str, int | None, int | None, str]:
+    def as_params(self) -> tuple[ProblemKind, int | None, int | None, str]:
         return (self.kind, self.seq, self.offset, self.detail)
 
 
@@ -130,7 +135,7 @@ class AttemptView:
     engine_run_id: str
     run: RunView
     attempt_id: int | None = None
-    state: str = "pending"
+    state: AttemptState = "pending"
     last_seq: int = 0
     sealed_last_seq: int = 0
     last_line_sha256: bytes | None = None
@@ -213,7 +218,7 @@ class BookView:
     scan_mode: str | None
     scan_epoch: int
     error: ProblemRecord | None
-    problem_kinds: tuple[str, ...] = ()
+    problem_kinds: tuple[BookProblemKind, ...] = ()
     """The kinds of the book's standing problems (`book_problems`): a journal that is not a
     regular file, a swapped directory, a value Postgres refused, a same-named directory."""
 

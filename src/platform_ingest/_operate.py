@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from . import _sql
 from ._books import book_ref, register_book
-from ._cursor import RELEASABLE_STATES, problem_json
+from ._cursor import RELEASABLE_STATES, AttemptState, problem_json
 from ._db import Database
 from ._remedies import default_operator, record_action
 from ._runs import RunView
@@ -75,7 +75,7 @@ def release_attempt(
     *,
     by: str | None = None,
     reason: str = "",
-) -> str:
+) -> AttemptState:
     """Lift a quarantine, a stall or a refusal after an operator looked; return the attempt's new
     state. Audited (`operator_actions`) like every remedy.
 
@@ -87,13 +87,13 @@ def release_attempt(
         row = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))
         if row is None:
             raise NotFound(f"no attempt of stream {engine_run_id} on this book")
-        state = row["state"]
+        state: AttemptState = row["state"]
         if state not in RELEASABLE_STATES:
             raise ConfigError(
                 f"stream {engine_run_id} is {state}; only a quarantined, stalled or refused "
                 "attempt can be released"
             )
-        new_state = "active" if row["last_seq"] > 0 else "pending"
+        new_state: AttemptState = "active" if row["last_seq"] > 0 else "pending"
         db.execute(_sql.ATTEMPT_RELEASE, (new_state, row["attempt_id"], state))
         record_action(
             db,

@@ -57,6 +57,7 @@ from ._journal import Hint, Journal, open_journal
 from ._rules import StreamRules
 from ._runs import RunView
 from .errors import (
+    BookProblemKind,
     CursorMoved,
     DatabaseTimeout,
     DatabaseUnavailable,
@@ -339,7 +340,7 @@ class _Pass(StreamRules):
                 len(self.problems),
             )
 
-    def _book_problem_found(self, kind: str, detail: str) -> None:
+    def _book_problem_found(self, kind: BookProblemKind, detail: str) -> None:
         """Record a problem that stops the whole book (shown by `show`), once per kind."""
         self.db.execute(_sql.BOOK_PROBLEM_SET, (self.book.book_id, kind, detail, None))
         if kind not in self.book.problem_kinds:

@@ -31,17 +31,21 @@ from psycopg.types.json import Jsonb
 
 from . import _sql
 from ._books import book_ref, register_book
-from ._cursor import ProblemRecord, problem_json
+from ._cursor import AttemptState, ProblemRecord, problem_json
 from ._db import Database, Row
 from ._journal import open_journal
-from ._runs import RunView, StateEffect
-from .errors import ConfigError, LineTooLong, NotFound
+from ._runs import RunState, RunView, StateEffect
+from .errors import ConfigError, LineTooLong, NotFound, ProblemKind
 
 logger = logging.getLogger("platform_ingest")
 
-SKIPPABLE_KINDS = frozenset({"malformed", "payload_conflict", "database_refused"})
-ABANDONABLE_STATES = frozenset({"pending", "stalled", "parked", "quarantined", "refused", "exited"})
-LIVE_RUN_STATES = frozenset({"running", "paused"})
+SKIPPABLE_KINDS: frozenset[ProblemKind] = frozenset(
+    {"malformed", "payload_conflict", "database_refused"}
+)
+ABANDONABLE_STATES: frozenset[AttemptState] = frozenset(
+    {"pending", "stalled", "parked", "quarantined", "refused", "exited"}
+)
+LIVE_RUN_STATES: frozenset[RunState] = frozenset({"running", "paused"})
 
 
 def default_operator() -> str:
@@ -59,7 +63,7 @@ class Action:
     action_id: int
     book_id: str
     engine_run_id: str
-    state: str
+    state: AttemptState
     detail: dict[str, Any]
 
     def as_json(self) -> dict[str, Any]:
@@ -121,7 +125,7 @@ def _drives_its_run(db: Database, attempt: Row) -> bool:
     return True
 
 
-def _move_run(db: Database, run_id: int, effect: StateEffect) -> tuple[str, str]:
+def _move_run(db: Database, run_id: int, effect: StateEffect) -> tuple[RunState, RunState]:
     """Apply one state effect to a locked run; return its state before and after."""
     rows = db.fetch_all(_sql.RUNS_LOCK, ([run_id],))
     if not rows:
@@ -152,14 +156,14 @@ def report_exit(
     book = register_book(db, book_dir)
     with db.transaction():
         attempt = _attempt(db, book.book_id, engine_run_id)
-        state = attempt["state"]
-        run_moved: tuple[str, str] | None = None
+        state: AttemptState = attempt["state"]
+        run_moved: tuple[RunState, RunState] | None = None
         if state not in ("finished", "disowned", "abandoned") and _drives_its_run(db, attempt):
             run_moved = _move_run(
                 db, attempt["run_id"], StateEffect("exited", exit_code=exit_status)
             )
         db.execute(_sql.ATTEMPT_EXITED, (exit_status, attempt["attempt_id"]))
-        after = "exited" if state in ("pending", "active") else state
+        after: AttemptState = "exited" if state in ("pending", "active") else state
         evidence = {
             "exit_status": exit_status,
             "attempt_state": state,
@@ -259,7 +263,7 @@ def skip_line(
             db, book.book_id, engine_run_id, "skip", by=by, reason=reason, evidence=evidence
         )
         db.execute(_sql.LINE_SKIP_INSERT, (attempt["attempt_id"], seq, digest, action_id))
-        state = "active" if attempt["last_seq"] > 0 else "pending"
+        state: AttemptState = "active" if attempt["last_seq"] > 0 else "pending"
         db.execute(_sql.ATTEMPT_SET_STATE, (state, attempt["attempt_id"], "quarantined"))
         db.execute(_sql.BOOK_SCAN_RESET, (book.book_id,))
     logger.warning(

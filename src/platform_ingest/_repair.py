@@ -32,7 +32,7 @@ from ._db import Database
 from ._decode import BIGINT_MAX
 from ._exit_codes import ExitCode
 from ._remedies import default_operator, record_action
-from ._runs import RunView, StateEffect
+from ._runs import RunState, RunView, StateEffect
 from .errors import EngineLive, NotFound, StatusUnreadable, StreamDisowned, StreamNotSeen
 
 logger = logging.getLogger("platform_ingest")
@@ -59,7 +59,7 @@ class Repaired:
     book_id: str
     run_id: int | None
     engine_run_id: str | None
-    state: str | None
+    state: RunState | None
     settled_micro_usd: int | None
     streams: list[dict[str, Any]]
     changed: bool = True

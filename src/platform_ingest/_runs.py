@@ -15,14 +15,58 @@ an ordered dict (`progress_from_jsonb`, which also reads the object an older ver
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NewType, get_args
 
 from psycopg.types.json import Jsonb
 
 from ._exit_codes import read_exit_code
 
-RUN_STATES = ("running", "paused", "completed", "failed", "refused")
-ENDED_RUN_STATES = frozenset({"completed", "failed", "refused"})
+RunState = Literal["running", "paused", "completed", "failed", "refused"]
+RUN_STATES: tuple[RunState, ...] = get_args(RunState)
+ENDED_RUN_STATES: frozenset[RunState] = frozenset({"completed", "failed", "refused"})
+
+PauseReason = Literal["ceiling", "bank_stop", "stop", "unsupported_version"]
+"""Why a run is `paused`."""
+PAUSE_REASONS: tuple[PauseReason, ...] = get_args(PauseReason)
+FailReason = Literal["abandoned", "no_finished"]
+"""Why a run `failed` without an exit code saying so (an operator, or repair)."""
+SignalReason = NewType("SignalReason", str)
+"""`signal_<n>`: the launcher reported that signal `n` ended the process (`signal_reason`)."""
+RunReason = PauseReason | FailReason | SignalReason
+"""A run's `reason`."""
+
+StateEffectKind = Literal[
+    "hello",
+    "ceiling",
+    "bank_stop",
+    "finished",
+    "exited",
+    "abandoned",
+    "unsupported_version",
+    "stopped_without_finished",
+]
+
+
+def signal_reason(signal_number: int) -> SignalReason:
+    return SignalReason(f"signal_{signal_number}")
+
+
+def _run_state(value: str) -> RunState:
+    """`value` (an exit code's reading) as a run state."""
+    for state in RUN_STATES:
+        if state == value:
+            return state
+    raise ValueError(f"unknown run state {value!r}")
+
+
+def _pause_reason(value: str | None) -> PauseReason | None:
+    """`value` (an exit code's reading) as a pause reason."""
+    if value is None:
+        return None
+    for reason in PAUSE_REASONS:
+        if reason == value:
+            return reason
+    raise ValueError(f"unknown pause reason {value!r}")
 
 
 def progress_to_jsonb(progress: dict[str, Any]) -> Jsonb:
@@ -42,7 +86,7 @@ def progress_from_jsonb(value: Any) -> dict[str, Any]:
 class StateEffect:
     """An event that moves a run's state: hello, ceiling, bank_stop or finished."""
 
-    kind: str
+    kind: StateEffectKind
     shortfall_micro_usd: int | None = None
     exit_code: int | None = None
     stop: str | None = None
@@ -55,8 +99,8 @@ class RunView:
 
     book_id: str
     run_id: int | None = None
-    state: str = "running"
-    reason: str | None = None
+    state: RunState = "running"
+    reason: RunReason | None = None
     stop: str | None = None
     refusal: str | None = None
     outcome: str | None = None
@@ -129,9 +173,9 @@ class RunView:
             if effect.exit_code is None:
                 raise ValueError("a finished effect carries its exit code")
             reading = read_exit_code(effect.exit_code)
-            self.state = reading.state
+            self.state = _run_state(reading.state)
             self.outcome = reading.outcome
-            self.reason = reading.reason
+            self.reason = _pause_reason(reading.reason)
             self.refusal = (
                 (effect.refusal or reading.refusal) if reading.state == "refused" else None
             )
@@ -145,11 +189,11 @@ class RunView:
             self.exit_code, self.stop = effect.exit_code, None
             if effect.exit_code < 0:
                 self.state, self.outcome, self.refusal = "failed", None, None
-                self.reason = f"signal_{-effect.exit_code}"
+                self.reason = signal_reason(-effect.exit_code)
             else:
                 reading = read_exit_code(effect.exit_code)
-                self.state, self.outcome = reading.state, reading.outcome
-                self.reason = reading.reason
+                self.state, self.outcome = _run_state(reading.state), reading.outcome
+                self.reason = _pause_reason(reading.reason)
                 self.refusal = reading.refusal if reading.state == "refused" else None
         elif effect.kind == "abandoned":
             # An operator gave up on the run's stream (`abandon`): it ends here, failed.

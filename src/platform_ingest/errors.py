@@ -54,6 +54,30 @@ conflict, both sha256 hashes. Messages never hold money amounts.
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
+StreamProblemKind = Literal[
+    "stream_problem",
+    "malformed",
+    "unsupported_version",
+    "payload_conflict",
+    "gap",
+    "book_mismatch",
+    "foreign_stream_ahead",
+]
+"""The kinds of a `StreamProblem`: what the rules find in a journal's lines."""
+BookProblemKind = Literal[
+    "journal_unreadable",
+    "journal_not_regular",
+    "journal_outside_roots",
+    "database_refused",
+    "book_path_conflict",
+]
+"""The kinds of a book's standing problems (`book_problems`). `database_refused` is also kept on
+an attempt: a value of its lines that Postgres cannot store."""
+ProblemKind = StreamProblemKind | BookProblemKind
+"""Every problem kind `show` prints."""
+
 
 class IngestError(Exception):
     """Root of every error raised by `platform_ingest`."""
@@ -104,7 +128,7 @@ class JournalUnreadable(IngestError, OSError):
     name the book's problem is shown under (`show`).
     """
 
-    kind = "journal_unreadable"
+    kind: ClassVar[BookProblemKind] = "journal_unreadable"
 
 
 class JournalNotRegular(JournalUnreadable):
@@ -128,7 +152,7 @@ class StreamProblem(IngestError):
     byte offset where the offending line starts (set by the reader when the decoder does not know).
     """
 
-    kind = "stream_problem"
+    kind: ClassVar[StreamProblemKind] = "stream_problem"
 
     def __init__(self, detail: str, *, seq: int | None = None, offset: int | None = None) -> None:
         super().__init__(detail)
@@ -140,7 +164,7 @@ class StreamProblem(IngestError):
 class LineRefused(StreamProblem, ValueError):
     """A line that no reader of stream 1.x may accept."""
 
-    kind = "malformed"
+    kind: ClassVar[StreamProblemKind] = "malformed"
 
 
 class MalformedLine(LineRefused):
