@@ -17,55 +17,15 @@ from pathlib import Path
 
 import atheris
 
+# The verdict helpers are shared with the differential test (tests/fixtures/verdicts.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "fixtures"))
+
 with atheris.instrument_imports():
-    from engine_events._decode import decode_line as engine_decode
-    from engine_events._decode import require_supported
-    from engine_events._events import Hello
-    from engine_events._line import encode_line
-    from engine_events._verify import verify_journal
-    from engine_events.errors import LineError
-    from platform_ingest._decode import decode_line as platform_decode
-    from platform_ingest.errors import LineRefused
+    from verdicts import engine_verdict, platform_verdict, verify_verdict
 
 from _seeds import seed_lines, write_corpus
 
-
-def engine_verdict(raw: bytes) -> str:
-    try:
-        line = engine_decode(raw)
-        if line.type == "hello":
-            require_supported(line)
-    except LineError as error:
-        return error.kind
-    return "ok"
-
-
-def platform_verdict(raw: bytes) -> str:
-    try:
-        platform_decode(raw)
-    except LineRefused as error:
-        return str(error.kind)
-    return "ok"
-
-
-_JOURNAL = Path(tempfile.mkdtemp(prefix="fuzz-decoders-")) / "events.jsonl"
-_HELLO = encode_line(
-    1,
-    Hello(engine_run_id="fuzz-journal-run", book_id="b", chunker_version="c"),
-    "2026-11-30T02:08:57.213Z",
-)
-
-
-def verify_verdict(raw: bytes) -> str:
-    """verify's verdict on `raw` as the line after a sound hello (a gap or a conflict is about
-    the seq, not the line: it counts as read)."""
-    _JOURNAL.write_bytes(_HELLO + raw)
-    report = verify_journal(_JOURNAL)
-    problems = [*report.orphans, *(s.problem for s in report.streams if s.problem is not None)]
-    for problem in problems:
-        if problem.verdict in ("malformed", "unsupported_version"):
-            return problem.verdict
-    return "ok"
+_SCRATCH = Path(tempfile.mkdtemp(prefix="fuzz-decoders-"))
 
 
 def test_one_input(data: bytes) -> None:
@@ -73,7 +33,7 @@ def test_one_input(data: bytes) -> None:
     engine, platform = engine_verdict(raw), platform_verdict(raw)
     if engine != platform:
         raise AssertionError(f"verdicts differ: engine {engine}, platform {platform}: {raw!r}")
-    if raw.count(b"\n") == 1 and verify_verdict(raw) != engine:
+    if raw.count(b"\n") == 1 and verify_verdict(raw, _SCRATCH) != engine:
         raise AssertionError(f"verify differs from the decoders ({engine}): {raw!r}")
 
 

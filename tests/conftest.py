@@ -1,14 +1,19 @@
-"""Shared test settings: hypothesis profiles and the `--run-slow` switch."""
+"""Shared test settings: hypothesis profiles, the `--run-slow` switch, and the fixture plugins.
+
+The helpers and fixtures shared by several test directories live in `tests/fixtures/` (on the
+import path through `pythonpath` in pyproject.toml): `platform_journals` (hand-made journal lines,
+workers as processes), `seam_model` (the seam simulation's model), `verdicts` (each reader's verdict
+on a line) and the two fixture plugins named below.
+"""
 
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+pytest_plugins = ["platform_fixtures", "seam_fixtures"]
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
@@ -44,23 +49,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Deselected, not skipped: a slow test is not counted as passing when it did not run.
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
-
-
-@pytest.fixture(scope="session")
-def pg_admin_dsn() -> Iterator[str]:
-    """One Postgres server for the whole session: PLATFORM_INGEST_TEST_DSN's, or an embedded one.
-
-    The embedded server's data lives in a directory of its own, not under pytest's temporary
-    root, which another pytest session on the machine may prune while this one runs.
-    """
-    external = os.environ.get("PLATFORM_INGEST_TEST_DSN")
-    if external:
-        yield external
-        return
-    from platform_ingest._embedded import embedded_postgres
-
-    with (
-        tempfile.TemporaryDirectory(prefix="test-pg-") as directory,
-        embedded_postgres(Path(directory)) as dsn,
-    ):
-        yield dsn

@@ -11,10 +11,8 @@ of order, whitespace between tokens, other writers' escapes, impossible times, d
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -27,13 +25,11 @@ import engine_events._events as engine_events_module
 import engine_events._line as engine_line
 import platform_ingest._decode as platform_decoder
 from engine_events._decode import decode_line as engine_decode
-from engine_events._decode import require_supported
 from engine_events._events import BankStop, Event, Finished, Hello, PhaseCount, Progress, UnitDone
 from engine_events._line import encode_line
-from engine_events._verify import verify_journal
-from engine_events.errors import EventError, LineError
+from engine_events.errors import EventError
 from platform_ingest._decode import decode_line as platform_decode
-from platform_ingest.errors import LineRefused
+from verdicts import engine_verdict, platform_verdict, verify_verdict
 
 IDENTIFIER_BYTES_MAX = platform_decoder.IDENTIFIER_BYTES_MAX
 TEXT_BYTES_MAX = platform_decoder.TEXT_BYTES_MAX
@@ -47,50 +43,6 @@ def test_the_two_sides_bounds_are_the_same_numbers() -> None:
     assert engine_decoder.NESTING_DEPTH_MAX == platform_decoder.NESTING_DEPTH_MAX
     assert engine_decoder.INTEGER_MAX == platform_decoder.BIGINT_MAX == engine_line.SEQ_MAX
     assert engine_events_module.STREAM_MAJOR == platform_decoder.STREAM_MAJOR
-
-
-def engine_verdict(raw: bytes) -> str:
-    try:
-        line = engine_decode(raw)
-        if line.type == "hello":
-            require_supported(line)
-    except LineError as error:
-        return error.kind
-    return "ok"
-
-
-def platform_verdict(raw: bytes) -> str:
-    try:
-        platform_decode(raw)
-    except LineRefused as error:
-        return str(error.kind)
-    return "ok"
-
-
-JOURNAL_RUN = "journal-run-for-the-differential-test"
-"""The stream the line under test follows in verify's journal; no generator draws this id."""
-JOURNAL_HELLO = encode_line(
-    1, Hello(engine_run_id=JOURNAL_RUN, book_id="b", chunker_version="c"), "2026-11-30T02:08:57.213Z"
-)
-
-
-def verify_verdict(raw: bytes) -> str:
-    """The verdict of `verify` on `raw` as the second line of a journal (after a sound hello).
-
-    Only a line's own verdicts are compared: a gap or a conflict is about its seq among the
-    others', so for this comparison it counts as a line that was read ("ok").
-    """
-    assert raw.endswith(b"\n") and raw.count(b"\n") == 1
-    with tempfile.TemporaryDirectory() as scratch:
-        path = Path(scratch) / "events.jsonl"
-        path.write_bytes(JOURNAL_HELLO + raw)
-        report = verify_journal(path)
-    problems = [*report.orphans, *(s.problem for s in report.streams if s.problem is not None)]
-    assert all(problem.line == 2 for problem in problems), problems
-    for problem in problems:
-        if problem.verdict in ("malformed", "unsupported_version"):
-            return problem.verdict
-    return "ok"
 
 
 def assert_all_agree(raw: bytes) -> str:

@@ -14,10 +14,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from platform_journals import RUN_A, RUN_B, finished, hello, spend, unit_done, write
 
 from platform_ingest import _sql
 from platform_ingest._cli import main
+from platform_journals import RUN_A, RUN_B, finished, hello, spend, unit_done, write
 
 pytestmark = pytest.mark.postgres
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from platform_journals import RUN_A, append, attempts, hello, only_run, unit_done, write
 
 from platform_ingest import BookPass, Database, PassReport, register_book
+from platform_journals import RUN_A, append, attempts, hello, only_run, unit_done, write
 
 pytestmark = pytest.mark.postgres
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from platform_journals import RUN_A, attempts, hello, only_run, spend, unit_done, write
 
 from platform_ingest import BookPass, Database, DatabaseSettings, migrate, register_book
 from platform_ingest._embedded import _pgserver
+from platform_journals import RUN_A, attempts, hello, only_run, spend, unit_done, write
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from platform_journals import hello, line, spend, unit_done
 
 from platform_ingest import (
     LINE_BYTES_MAX,
@@ -34,6 +33,7 @@ from platform_ingest.errors import (
     StringTooLong,
     WrongKeys,
 )
+from platform_journals import hello, line, spend, unit_done
 
 T = "2026-11-30T02:08:57.213Z"
 

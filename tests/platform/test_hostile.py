@@ -20,20 +20,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from platform_journals import (
-    RUN_A,
-    RUN_B,
-    attempts,
-    ceiling,
-    finished,
-    hello,
-    only_run,
-    refuse_poison_units,
-    spend,
-    sweep,
-    unit_done,
-    write,
-)
 
 from platform_ingest import (
     BookPass,
@@ -51,6 +37,20 @@ from platform_ingest._db import classify
 from platform_ingest._operate import name_stream
 from platform_ingest._repair import repair_book
 from platform_ingest._show import show_state
+from platform_journals import (
+    RUN_A,
+    RUN_B,
+    attempts,
+    ceiling,
+    finished,
+    hello,
+    only_run,
+    refuse_poison_units,
+    spend,
+    sweep,
+    unit_done,
+    write,
+)
 
 pytestmark = pytest.mark.postgres
 

@@ -7,6 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from platform_ingest import Database, _decode
+from platform_ingest._operate import release_attempt
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -19,9 +22,6 @@ from platform_journals import (
     sweep,
     write,
 )
-
-from platform_ingest import Database, _decode
-from platform_ingest._operate import release_attempt
 
 pytestmark = pytest.mark.postgres
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from platform_journals import RUN_A, finished, hello, spend, sweep, unit_done, write
 
 from platform_ingest import Database, _sql, migrate, schema_version
 from platform_ingest._show import show_state
+from platform_journals import RUN_A, finished, hello, spend, sweep, unit_done, write
 
 pytestmark = pytest.mark.postgres
 

@@ -19,6 +19,9 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from platform_ingest import Database
+from platform_ingest._exit_codes import read_exit_code
 from platform_journals import (
     bank_stop,
     book_state,
@@ -31,9 +34,6 @@ from platform_journals import (
     sweep,
     unit_done,
 )
-
-from platform_ingest import Database
-from platform_ingest._exit_codes import read_exit_code
 
 pytestmark = pytest.mark.postgres
 

@@ -11,6 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from platform_ingest import ConfigError, Database, StreamDisowned
+from platform_ingest._cli import main
+from platform_ingest._operate import name_stream
+from platform_ingest._remedies import abandon_attempt, disown_stream, report_exit, skip_line
+from platform_ingest._repair import repair_book
+from platform_ingest._show import show_state
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -27,13 +34,6 @@ from platform_journals import (
     wait_for,
     write,
 )
-
-from platform_ingest import ConfigError, Database, StreamDisowned
-from platform_ingest._cli import main
-from platform_ingest._operate import name_stream
-from platform_ingest._remedies import abandon_attempt, disown_stream, report_exit, skip_line
-from platform_ingest._repair import repair_book
-from platform_ingest._show import show_state
 
 pytestmark = pytest.mark.postgres
 

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
+from platform_ingest import LINE_BYTES_MAX, Database
+from platform_ingest._operate import name_stream, release_attempt
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -27,9 +30,6 @@ from platform_journals import (
     unit_done,
     write,
 )
-
-from platform_ingest import LINE_BYTES_MAX, Database
-from platform_ingest._operate import name_stream, release_attempt
 
 pytestmark = pytest.mark.postgres
 

@@ -15,17 +15,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from platform_journals import (
-    RUN_A,
-    RUN_B,
-    dsn_for,
-    hello,
-    refuse_poison_units,
-    spend,
-    sweep,
-    unit_done,
-    write,
-)
 from psycopg.types.json import Jsonb
 
 import platform_ingest
@@ -37,6 +26,17 @@ from platform_ingest._remedies import abandon_attempt, disown_stream, report_exi
 from platform_ingest._repair import repair_book
 from platform_ingest._schema import require_current
 from platform_ingest._show import show_state
+from platform_journals import (
+    RUN_A,
+    RUN_B,
+    dsn_for,
+    hello,
+    refuse_poison_units,
+    spend,
+    sweep,
+    unit_done,
+    write,
+)
 
 pytestmark = pytest.mark.postgres
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from platform_journals import BIN, DEADLINE_S, _environment, wait_for, write
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]

@@ -12,9 +12,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from platform_journals import RUN_A, RUN_B, append, book_state, only_run, sweep, write
 
 from platform_ingest import Database
+from platform_journals import RUN_A, RUN_B, append, book_state, only_run, sweep, write
 
 pytestmark = pytest.mark.postgres
 

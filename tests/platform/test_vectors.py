@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from platform_journals import book_state, sweep
 
 from platform_ingest import Database, LineRefused, decode_line
 from platform_ingest._exit_codes import REFUSAL_BAND, ExitCode, code_name, read_exit_code
+from platform_journals import book_state, sweep
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
 LINES = json.loads((VECTORS / "lines.json").read_text())

@@ -24,6 +24,10 @@ from typing import Any
 
 import psycopg
 import pytest
+
+from platform_ingest import Database, migrate
+from platform_ingest._embedded import _pgserver
+from platform_ingest._membership import owner_of
 from platform_journals import (
     BIN,
     DEADLINE_S,
@@ -38,10 +42,6 @@ from platform_journals import (
     wait_for,
     write,
 )
-
-from platform_ingest import Database, migrate
-from platform_ingest._embedded import _pgserver
-from platform_ingest._membership import owner_of
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 

@@ -25,6 +25,9 @@ from typing import Any
 
 import psycopg
 import pytest
+
+from platform_ingest import Database
+from platform_ingest._show import show_state
 from platform_journals import (
     BIN,
     _environment,
@@ -38,9 +41,6 @@ from platform_journals import (
     wait_for,
     write,
 )
-
-from platform_ingest import Database
-from platform_ingest._show import show_state
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from platform_journals import append, book_state, hello, spend, sweep, unit_done, write
 
 from platform_ingest import Database, _sql, register_book
 from platform_ingest._membership import (
@@ -23,6 +22,7 @@ from platform_ingest._membership import (
 )
 from platform_ingest._worker import Worker, WorkerSettings
 from platform_ingest.errors import ConfigError
+from platform_journals import append, book_state, hello, spend, sweep, unit_done, write
 
 pytestmark = pytest.mark.postgres
 

@@ -21,12 +21,12 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from seam_model import STATS
 
 from platform_ingest import LINE_BYTES_MAX, BookPass, Database, JournalUnreadable, register_book
 from platform_ingest._operate import name_stream
 from platform_ingest._pass import Mode
 from platform_ingest._show import show_state
+from seam_model import STATS
 
 pytestmark = pytest.mark.postgres
 

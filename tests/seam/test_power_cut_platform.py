@@ -32,8 +32,6 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
-from seam_model import STATS, PostgresFaults, applied_prefix, dsn_for, expected_runs, observed_runs
-from seam_model import sha256 as line_sha256
 
 from engine_events._demo import DemoOptions
 from engine_events.testing import (
@@ -48,6 +46,8 @@ from engine_events.testing import (
     reference_engine,
 )
 from platform_ingest import BookPass, Database, register_book
+from seam_model import STATS, PostgresFaults, applied_prefix, dsn_for, expected_runs, observed_runs
+from seam_model import sha256 as line_sha256
 
 pytestmark = pytest.mark.postgres
 

@@ -26,7 +26,6 @@ from typing import Any
 
 import orjson
 import pytest
-from seam_model import STATS
 
 from engine_events._demo import DemoOptions, StopRequests
 from engine_events._verify import verify_journal
@@ -39,6 +38,7 @@ from engine_events.testing import (
 )
 from platform_ingest import BookPass, Database, register_book
 from platform_ingest._show import show_state
+from seam_model import STATS
 
 pytestmark = pytest.mark.postgres
 

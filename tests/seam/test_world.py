@@ -37,16 +37,6 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from seam_model import (
-    COMMIT_FAULTS,
-    STATS,
-    Committed,
-    PostgresFaults,
-    applied_prefix,
-    expected_runs,
-    observed_runs,
-    sha256,
-)
 
 from engine_events import (
     BankStop,
@@ -61,6 +51,16 @@ from engine_events import (
 )
 from engine_events.testing import AFTER_COMMIT, CRASH_POINTS, EngineWorld, SimulatedCrash
 from platform_ingest import BookPass, Database, DatabaseError, register_book
+from seam_model import (
+    COMMIT_FAULTS,
+    STATS,
+    Committed,
+    PostgresFaults,
+    applied_prefix,
+    expected_runs,
+    observed_runs,
+    sha256,
+)
 
 pytestmark = pytest.mark.postgres
 
