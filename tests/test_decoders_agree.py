@@ -69,7 +69,7 @@ def near_a_bound(draw: st.DrawFn, limit_bytes: int) -> str:
 
 any_strings = (
     st.text(max_size=8)
-    | st.text(st.sampled_from("a\x00é€😀\\\"/\x1f\u2028"), max_size=6)
+    | st.text(st.sampled_from('a\x00é€😀\\"/\x1f\u2028'), max_size=6)
     | st.sampled_from(["\x00", "a\x00", "\\u0000", "\\", ""])
     | near_a_bound(IDENTIFIER_BYTES_MAX)
     | near_a_bound(TEXT_BYTES_MAX)
@@ -85,8 +85,9 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.text(max_size=6), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
     max_leaves=12,
 )
 counts = st.integers(-1, 3) | st.integers(2**63 - 2, 2**63) | json_scalars
@@ -163,7 +164,11 @@ def data_objects(draw: st.DrawFn, kind: str) -> dict[str, Any]:
             },
             "ceiling": {"halted": True, "scope": "book"},
         }[kind]
-        field = draw(st.sampled_from(sorted(set(base) & {"unit", "signature", "outcome", "refusal", "scope"})))
+        field = draw(
+            st.sampled_from(
+                sorted(set(base) & {"unit", "signature", "outcome", "refusal", "scope"})
+            )
+        )
         data = {**base, field: draw(any_strings)}
     if kind == "progress" and draw(st.booleans()):
         data = {"phases": draw(phases)}
@@ -292,7 +297,9 @@ def test_whitespace_between_any_two_tokens_is_refused(event: Event, data: st.Dat
 
 
 @given(valid_events, st.data())
-def test_another_writers_escapes_are_read_like_the_emitters(event: Event, data: st.DataObject) -> None:
+def test_another_writers_escapes_are_read_like_the_emitters(
+    event: Event, data: st.DataObject
+) -> None:
     """The same value written with `json.dumps`'s escapes (still compact, in order, no key
     twice) is read, to the same value, by both decoders."""
     try:
@@ -313,7 +320,9 @@ def test_a_key_written_twice_anywhere_is_refused(event: Event, data: st.DataObje
     target = data.draw(st.sampled_from([o for o in objects if o]))
     key = data.draw(st.sampled_from(sorted(target)))
     twin = Pairs(target.items())
-    twin.insert(data.draw(st.integers(0, len(twin))), (key, data.draw(json_scalars | st.just(target[key]))))
+    twin.insert(
+        data.draw(st.integers(0, len(twin))), (key, data.draw(json_scalars | st.just(target[key])))
+    )
     replaced = {id(target): twin}
 
     def rebuild(node: Any) -> Any:
@@ -368,19 +377,48 @@ def test_nul_anywhere_is_refused_and_an_escaped_backslash_is_not_nul(
     ],
 )
 @given(data=st.data())
-def test_a_string_is_read_iff_it_fits_its_bound(field: str, limit: int, data: st.DataObject) -> None:
+def test_a_string_is_read_iff_it_fits_its_bound(
+    field: str, limit: int, data: st.DataObject
+) -> None:
     """Every reader accepts a known field's string iff its UTF-8 form fits the field's bound."""
     s = data.draw(near_a_bound(limit).filter(lambda v: "\x00" not in v))
     kind, value = {
-        "engine_run_id": ("hello", {"stream_version": "1.3", "engine_run_id": s, "book_id": "b", "chunker_version": "c"}),
-        "book_id": ("hello", {"stream_version": "1.3", "engine_run_id": "r", "book_id": s, "chunker_version": "c"}),
-        "chunker_version": ("hello", {"stream_version": "1.3", "engine_run_id": "r", "book_id": "b", "chunker_version": s}),
+        "engine_run_id": (
+            "hello",
+            {"stream_version": "1.3", "engine_run_id": s, "book_id": "b", "chunker_version": "c"},
+        ),
+        "book_id": (
+            "hello",
+            {"stream_version": "1.3", "engine_run_id": "r", "book_id": s, "chunker_version": "c"},
+        ),
+        "chunker_version": (
+            "hello",
+            {"stream_version": "1.3", "engine_run_id": "r", "book_id": "b", "chunker_version": s},
+        ),
         "unit": ("unit_done", {"unit": s, "index": 0}),
         "phase": ("progress", {"phases": {s: {"done": 0, "total": 1}}}),
         "signature": ("bank_stop", {"signature": s}),
         "scope": ("ceiling", {"halted": True, "scope": s}),
-        "outcome": ("finished", {"outcome": s, "exit_code": 0, "stop": None, "refusal": None, "volume": {"units_done": 0, "units_total": 0}}),
-        "refusal": ("finished", {"outcome": "o", "exit_code": 0, "stop": None, "refusal": s, "volume": {"units_done": 0, "units_total": 0}}),
+        "outcome": (
+            "finished",
+            {
+                "outcome": s,
+                "exit_code": 0,
+                "stop": None,
+                "refusal": None,
+                "volume": {"units_done": 0, "units_total": 0},
+            },
+        ),
+        "refusal": (
+            "finished",
+            {
+                "outcome": "o",
+                "exit_code": 0,
+                "stop": None,
+                "refusal": s,
+                "volume": {"units_done": 0, "units_total": 0},
+            },
+        ),
     }[field]
     seq = 1 if kind == "hello" else 2
     raw = orjson.dumps({"seq": seq, "type": kind, "time": TIME, "data": value}) + b"\n"
@@ -395,9 +433,12 @@ def test_a_string_is_read_iff_it_fits_its_bound(field: str, limit: int, data: st
 def test_done_over_total_is_refused(done: int, total: int) -> None:
     """A phase's done may reach its total, never pass it: every reader, and the emitter, agree."""
     counts = {"done": done, "total": total}
-    raw = orjson.dumps(
-        {"seq": 2, "type": "progress", "time": TIME, "data": {"phases": {"a": counts}}}
-    ) + b"\n"
+    raw = (
+        orjson.dumps(
+            {"seq": 2, "type": "progress", "time": TIME, "data": {"phases": {"a": counts}}}
+        )
+        + b"\n"
+    )
     expected = "ok" if done <= total else "malformed"
     assert assert_all_agree(raw) == expected
     try:
@@ -446,9 +487,10 @@ def test_a_pid_is_read_iff_it_is_an_integer_from_1_to_int64_max(pid: Any, versio
 def test_a_time_is_read_iff_it_is_a_real_instant(time: str) -> None:
     """Any digits in the shape of `time`: every reader accepts exactly the real instants, and the
     encoder writes exactly those."""
-    raw = orjson.dumps(
-        {"seq": 2, "type": "spend", "time": time, "data": {"committed_micro_usd": 1}}
-    ) + b"\n"
+    raw = (
+        orjson.dumps({"seq": 2, "type": "spend", "time": time, "data": {"committed_micro_usd": 1}})
+        + b"\n"
+    )
     verdict = assert_all_agree(raw)
     assert engine_line.is_time(time) == (verdict == "ok")
 

@@ -111,9 +111,7 @@ class NotUtf8Path(ConfigError):
     """A path whose bytes are not UTF-8: it can be neither a book id nor a stored path."""
 
     def __init__(self, ref: str) -> None:
-        super().__init__(
-            f"a directory whose name is not UTF-8 ({ref}) cannot be a book: rename it"
-        )
+        super().__init__(f"a directory whose name is not UTF-8 ({ref}) cannot be a book: rename it")
         self.ref = ref
 
 

@@ -61,7 +61,9 @@ events: st.SearchStrategy[Event] = st.one_of(
         Progress,
         phases=st.dictionaries(
             texts,
-            counts.flatmap(lambda total: st.builds(PhaseCount, st.integers(0, total), st.just(total))),
+            counts.flatmap(
+                lambda total: st.builds(PhaseCount, st.integers(0, total), st.just(total))
+            ),
             max_size=5,
         ),
     ),
@@ -328,7 +330,11 @@ STRING_FIELDS: list[tuple[str, int, Callable[[str], Event | PhaseCount]]] = [
         IDENTIFIER_BYTES_MAX,
         lambda v: Hello(engine_run_id=v, book_id="b", chunker_version="c"),
     ),
-    ("book_id", IDENTIFIER_BYTES_MAX, lambda v: Hello(engine_run_id="r", book_id=v, chunker_version="c")),
+    (
+        "book_id",
+        IDENTIFIER_BYTES_MAX,
+        lambda v: Hello(engine_run_id="r", book_id=v, chunker_version="c"),
+    ),
     (
         "chunker_version",
         IDENTIFIER_BYTES_MAX,

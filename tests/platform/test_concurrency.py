@@ -121,7 +121,6 @@ def test_a_book_held_by_one_worker_is_skipped_by_another(
     assert other_report[0].lines_applied == 0
 
 
-
 def test_two_workers_registering_the_same_new_books_at_once_both_succeed(
     fresh_dsn: str, make_book: MakeBook
 ) -> None:

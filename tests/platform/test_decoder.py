@@ -114,7 +114,11 @@ def test_a_line_of_exactly_the_limit_is_read() -> None:
 STRING_FIELDS = [
     ("engine_run_id", IDENTIFIER_BYTES_MAX, lambda v: hello(run=v)),
     ("book_id", IDENTIFIER_BYTES_MAX, lambda v: hello(book=v)),
-    ("stream_version", IDENTIFIER_BYTES_MAX, lambda v: hello(version="1." + "0" * (len(v.encode()) - 2))),
+    (
+        "stream_version",
+        IDENTIFIER_BYTES_MAX,
+        lambda v: hello(version="1." + "0" * (len(v.encode()) - 2)),
+    ),
     ("unit", IDENTIFIER_BYTES_MAX, lambda v: unit_done(3, v, 0)),
     (
         "a phase name",
@@ -130,7 +134,9 @@ STRING_FIELDS = [
 ]
 
 
-@pytest.mark.parametrize(("field", "limit", "build"), STRING_FIELDS, ids=[f for f, _, _ in STRING_FIELDS])
+@pytest.mark.parametrize(
+    ("field", "limit", "build"), STRING_FIELDS, ids=[f for f, _, _ in STRING_FIELDS]
+)
 def test_string_too_long_names_its_field_and_bound_not_its_value(
     field: str, limit: int, build: Callable[[str], bytes]
 ) -> None:

@@ -64,7 +64,13 @@ def test_clean_stream_applies_every_effect(db: Database, make_book: MakeBook) ->
     assert run["progress"] == {"draft": {"done": 2, "total": 4}, "review": {"done": 0, "total": 4}}
     assert run["committed_micro_usd"] == 2500
     assert run["attempts"] == [
-        {"engine_run_id": RUN_A, "state": "finished", "last_seq": 8, "exit_status": None, "error": None}
+        {
+            "engine_run_id": RUN_A,
+            "state": "finished",
+            "last_seq": 8,
+            "exit_status": None,
+            "error": None,
+        }
     ]
 
 

@@ -197,7 +197,12 @@ def sized(size_bytes: int, char: str = "a") -> str:
 
 
 def hello_with(**fields: str) -> str:
-    data = {"stream_version": "1.3", "engine_run_id": RUN_A, "book_id": BOOK, "chunker_version": "c1"}
+    data = {
+        "stream_version": "1.3",
+        "engine_run_id": RUN_A,
+        "book_id": BOOK,
+        "chunker_version": "c1",
+    }
     data.update(fields)
     return line(1, "hello", data)
 
@@ -228,13 +233,21 @@ NUL_ESCAPE = "\\u0000"  # U+0000 as it stands in a line's text (JSON has no othe
 LINES += [
     # String bounds, counted in UTF-8 bytes.
     {"name": "bound_run_id_255", "line": hello_with(engine_run_id=sized(255)), "verdict": "ok"},
-    {"name": "bound_run_id_256", "line": hello_with(engine_run_id=sized(256)), "verdict": "malformed"},
+    {
+        "name": "bound_run_id_256",
+        "line": hello_with(engine_run_id=sized(256)),
+        "verdict": "malformed",
+    },
     {
         "name": "bound_run_id_256_of_a_major_2_hello",
         "line": hello_with(stream_version="2.0", engine_run_id=sized(256)),
         "verdict": "malformed",
     },
-    {"name": "bound_book_id_255_two_byte", "line": hello_with(book_id=sized(255, "é")), "verdict": "ok"},
+    {
+        "name": "bound_book_id_255_two_byte",
+        "line": hello_with(book_id=sized(255, "é")),
+        "verdict": "ok",
+    },
     {
         "name": "bound_book_id_256_two_byte",
         "line": hello_with(book_id=sized(256, "é")),
@@ -263,7 +276,11 @@ LINES += [
         "verdict": "malformed",
     },
     {"name": "bound_unit_255_three_byte", "line": unit_done(sized(255, "€")), "verdict": "ok"},
-    {"name": "bound_unit_256_three_byte", "line": unit_done(sized(256, "€")), "verdict": "malformed"},
+    {
+        "name": "bound_unit_256_three_byte",
+        "line": unit_done(sized(256, "€")),
+        "verdict": "malformed",
+    },
     {
         "name": "bound_unit_256_four_byte_at_the_edge",
         "line": unit_done("a" * 252 + "😀"),
@@ -294,9 +311,17 @@ LINES += [
         "line": line(3, "ceiling", {"halted": True, "scope": sized(256), "shortfall_micro_usd": 1}),
         "verdict": "malformed",
     },
-    {"name": "bound_outcome_256", "line": finished_with(outcome=sized(256)), "verdict": "malformed"},
+    {
+        "name": "bound_outcome_256",
+        "line": finished_with(outcome=sized(256)),
+        "verdict": "malformed",
+    },
     {"name": "bound_refusal_255", "line": finished_with(refusal=sized(255)), "verdict": "ok"},
-    {"name": "bound_refusal_256", "line": finished_with(refusal=sized(256)), "verdict": "malformed"},
+    {
+        "name": "bound_refusal_256",
+        "line": finished_with(refusal=sized(256)),
+        "verdict": "malformed",
+    },
     {
         "name": "bound_not_applied_to_unknown_fields",
         "line": SPEND.replace("}}", ',"note":"' + sized(8000) + '"}}'),
@@ -339,8 +364,16 @@ LINES += [
     # One compact object, keys seq, type, time, data in that order, no key twice.
     {"name": "leading_space", "line": " " + SPEND, "verdict": "malformed"},
     {"name": "trailing_space", "line": SPEND + " ", "verdict": "malformed"},
-    {"name": "space_after_colon", "line": SPEND.replace('"seq":4', '"seq": 4'), "verdict": "malformed"},
-    {"name": "tab_between_members", "line": SPEND.replace(',"type"', ',\t"type"'), "verdict": "malformed"},
+    {
+        "name": "space_after_colon",
+        "line": SPEND.replace('"seq":4', '"seq": 4'),
+        "verdict": "malformed",
+    },
+    {
+        "name": "tab_between_members",
+        "line": SPEND.replace(',"type"', ',\t"type"'),
+        "verdict": "malformed",
+    },
     {"name": "space_inside_a_string", "line": unit_done("unit 1"), "verdict": "ok"},
     {
         "name": "keys_out_of_order",
@@ -385,14 +418,46 @@ LINES += [
         "verdict": "ok",
     },
     # A time of the right shape that names no instant.
-    {"name": "time_february_30", "line": spend(4, 1).replace(T, "2026-02-30T02:08:57.213Z"), "verdict": "malformed"},
-    {"name": "time_february_29_of_a_common_year", "line": spend(4, 1).replace(T, "2026-02-29T02:08:57.213Z"), "verdict": "malformed"},
-    {"name": "time_february_29_of_a_leap_year", "line": spend(4, 1).replace(T, "2024-02-29T02:08:57.213Z"), "verdict": "ok"},
-    {"name": "time_month_13", "line": spend(4, 1).replace(T, "2026-13-30T02:08:57.213Z"), "verdict": "malformed"},
-    {"name": "time_hour_24", "line": spend(4, 1).replace(T, "2026-11-30T24:00:00.000Z"), "verdict": "malformed"},
-    {"name": "time_minute_60", "line": spend(4, 1).replace(T, "2026-11-30T02:60:57.213Z"), "verdict": "malformed"},
-    {"name": "time_second_60", "line": spend(4, 1).replace(T, "2026-11-30T23:59:60.000Z"), "verdict": "malformed"},
-    {"name": "time_year_0", "line": spend(4, 1).replace(T, "0000-11-30T02:08:57.213Z"), "verdict": "malformed"},
+    {
+        "name": "time_february_30",
+        "line": spend(4, 1).replace(T, "2026-02-30T02:08:57.213Z"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "time_february_29_of_a_common_year",
+        "line": spend(4, 1).replace(T, "2026-02-29T02:08:57.213Z"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "time_february_29_of_a_leap_year",
+        "line": spend(4, 1).replace(T, "2024-02-29T02:08:57.213Z"),
+        "verdict": "ok",
+    },
+    {
+        "name": "time_month_13",
+        "line": spend(4, 1).replace(T, "2026-13-30T02:08:57.213Z"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "time_hour_24",
+        "line": spend(4, 1).replace(T, "2026-11-30T24:00:00.000Z"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "time_minute_60",
+        "line": spend(4, 1).replace(T, "2026-11-30T02:60:57.213Z"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "time_second_60",
+        "line": spend(4, 1).replace(T, "2026-11-30T23:59:60.000Z"),
+        "verdict": "malformed",
+    },
+    {
+        "name": "time_year_0",
+        "line": spend(4, 1).replace(T, "0000-11-30T02:08:57.213Z"),
+        "verdict": "malformed",
+    },
     {
         "name": "time_fullwidth_digits",
         "line": spend(4, 1).replace(T, "\uff12\uff10\uff12\uff16" + T[4:]),
@@ -603,7 +668,9 @@ JOURNALS: dict[str, tuple[bytes, list[dict[str, Any]]]] = {
         ],
     ),
     "nul_in_stream": (
-        journal(hello(RUN_A), a_spend_1, spend(3, 2000).replace("}}", ',"note":"' + NUL_ESCAPE + '"}}')),
+        journal(
+            hello(RUN_A), a_spend_1, spend(3, 2000).replace("}}", ',"note":"' + NUL_ESCAPE + '"}}')
+        ),
         [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 3, "seq": 3}],
     ),
     "not_compact_in_stream": (
