@@ -626,3 +626,18 @@ def test_a_one_shot_command_logs_text_and_json_on_request(
     assert entries and all(TIME.fullmatch(entry["time"]) for entry in entries)
     assert any(entry["message"].startswith("pass over b-") for entry in entries)
     assert "secret-title" not in err + json_err
+
+
+def test_both_commands_say_their_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.metadata
+
+    import engine_events
+    import platform_ingest
+
+    installed = importlib.metadata.version("run-event-journal")
+    assert engine_events.__version__ == platform_ingest.__version__ == installed
+    for main, prog in ((engine_main, "engine-events"), (platform_main, "platform-ingest")):
+        with pytest.raises(SystemExit) as exited:
+            main(["--version"])
+        assert exited.value.code == 0
+        assert capsys.readouterr().out == f"{prog} {installed}\n"

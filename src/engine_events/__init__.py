@@ -24,6 +24,7 @@ from ._line import LINE_BYTES_MAX, encode_line, format_time
 from ._lock import BookLock
 from ._money import require_micro_usd, usd_to_micro_usd
 from ._schema import DATABASE_FILE_NAME, connect
+from ._version import __version__
 from .errors import (
     BookDirectoryError,
     DurabilityError,
@@ -78,6 +79,7 @@ __all__ = [
     "StreamVersionNotSupported",
     "UnitDone",
     "UnsupportedVersion",
+    "__version__",
     "connect",
     "decode_line",
     "encode_line",

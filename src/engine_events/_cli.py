@@ -15,6 +15,7 @@ from ._logs import configure as configure_logs
 from ._schema import DATABASE_FILE_NAME
 from ._status import command as status_command
 from ._verify import command as verify_command
+from ._version import __version__
 
 DEFAULT_LOG_LEVEL = "INFO"
 DEFAULT_LOG_FORMAT = "text"
@@ -49,6 +50,12 @@ def _stages(text: str) -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engine-events", description=__doc__)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"engine-events {__version__}",
+        help="print the installed version and exit",
+    )
     add_log_options(parser, default_level=DEFAULT_LOG_LEVEL, default_format=DEFAULT_LOG_FORMAT)
     commands = parser.add_subparsers(dest="command", required=True)
 

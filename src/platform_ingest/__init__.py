@@ -12,6 +12,7 @@ from ._decode import LINE_BYTES_MAX, NESTING_DEPTH_MAX, Line, decode_line
 from ._exit_codes import ExitCode, ExitReading, read_exit_code
 from ._pass import BookPass, PassReport, sweep_book
 from ._schema import migrate, schema_version
+from ._version import __version__
 from .errors import (
     BookMismatch,
     BookPathConflict,
@@ -105,6 +106,7 @@ __all__ = [
     "StreamProblem",
     "UnsupportedVersion",
     "WrongType",
+    "__version__",
     "book_ref",
     "decode_line",
     "migrate",

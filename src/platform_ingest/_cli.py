@@ -61,6 +61,7 @@ from ._remedies import abandon_attempt, disown_stream, report_exit, skip_line
 from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
 from ._schema import migrate, require_current
 from ._show import render_text, show_state
+from ._version import __version__
 from ._worker import Worker, WorkerSettings
 from .errors import ConfigError, EngineLive, IngestError, NotFound
 
@@ -110,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="platform-ingest",
         description="Tail run-event journals into Postgres, applying each event exactly once.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"platform-ingest {__version__}",
+        help="print the installed version and exit",
     )
     parser.add_argument(
         "--dsn",
