@@ -1,4 +1,4 @@
-"""The traps a new operator fell into (issue 10), each pinned by a test through the CLIs and docs."""
+"""The traps a new operator fell into, each pinned by a test through the CLIs and docs."""
 
 from __future__ import annotations
 

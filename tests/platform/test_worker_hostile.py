@@ -48,7 +48,7 @@ HEALTHY = [f"healthy-{number:02d}" for number in range(1, 11)]
 UNITS = 5
 STAGES = ("draft", "edit")
 STOP_BOUND_S = 5.0
-"""The issue's bound on a SIGTERM'd worker's exit (a bound, not a speed)."""
+"""The bound promised on a SIGTERM'd worker's exit (a bound, not a speed)."""
 
 
 @dataclass
