@@ -1,22 +1,9 @@
 """Fault injection for hosts' and our own tests: one seam, the journal's system calls.
 
-`FaultyIO` is a `JournalIO` that can fail writes with an errno (ENOSPC, EIO, ...) — first writing
-part of the data, as a full disk does — and can kill the process with SIGKILL at a named point of the
-projection:
-
-    before_write   after the SQLite commit, before the line is written
-    mid_write      after part of the line was written
-    before_fsync   after the write, before fsync
-    after_fsync    after fsync, before the watermark is recorded
-
-and, outside the projection, at `before_directory_fsync` (the journal was just opened, its
-directory not yet fsynced). The system calls themselves go to `inner` (the real ones by default; a
-`PowerCutIO` records them for the power-cut model).
-
-With `in_process=True` a crash raises `SimulatedCrash` (a BaseException: nothing in the library
-catches it) instead, and `abandon(emitter)` then does what the kernel does for a dead process: it
-closes the journal and releases the lock without flushing anything. A model test can so crash and
-restart an engine thousands of times in one process.
+The fault seams (`_faults`): `FaultyIO`, a `JournalIO` that fails writes with an errno as a full
+disk does and kills the process at a named point of the projection (`CRASH_POINTS`), or raises
+`SimulatedCrash` in process, with `abandon(emitter)` doing what the kernel does for a dead process;
+and `FaultyConnection`, which tells a world of every COMMIT so the process can die right there.
 
 `EngineWorld` is a simulated world for a host's own checkpoint code: a book directory with a real
 SQLite database and a real journal file, in which engine processes start, run the host's steps,

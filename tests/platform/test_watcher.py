@@ -246,6 +246,8 @@ def test_the_watch_limit_is_a_failure_until_it_is_raised(tmp_path: Path) -> None
         (root / f"book-{number}").mkdir(parents=True)
     unshare = shutil.which("unshare")
     if unshare is None or not sys.platform.startswith("linux"):
+        # Lowering the limit for real would change it for every process of the machine: the test
+        # only ever lowers it inside a user namespace of its own, and cannot run without one.
         pytest.skip("needs unshare(1) to lower the watch limit in a user namespace of its own")
     probe = subprocess.run(
         [unshare, "-U", "-r", "sh", "-c", "echo 5 > /proc/sys/user/max_inotify_watches"],
@@ -253,7 +255,10 @@ def test_the_watch_limit_is_a_failure_until_it_is_raised(tmp_path: Path) -> None
         check=False,
     )
     if probe.returncode != 0:
-        pytest.skip(f"user namespaces unavailable here: {probe.stderr.decode(errors='replace')}")
+        pytest.skip(  # as above: never the machine's own limit
+            "user namespaces unavailable here, and the machine's own watch limit is not the "
+            f"test's to lower: {probe.stderr.decode(errors='replace')}"
+        )
     environment = {**os.environ, "PYTHONPATH": str(SRC)}
     result = subprocess.run(
         [unshare, "-U", "-r", sys.executable, "-c", WATCH_LIMIT_CHILD, str(root)],

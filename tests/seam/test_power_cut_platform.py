@@ -46,7 +46,8 @@ from engine_events.testing import (
     reference_engine,
 )
 from platform_ingest import BookPass, Database, register_book
-from seam_model import STATS, PostgresFaults, applied_prefix, dsn_for, expected_runs, observed_runs
+from platform_journals import dsn_for
+from seam_model import STATS, PostgresFaults, applied_prefix, expected_runs, observed_runs
 from seam_model import sha256 as line_sha256
 
 pytestmark = pytest.mark.postgres
