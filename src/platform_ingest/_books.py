@@ -22,6 +22,7 @@ from pathlib import Path
 from . import _sql
 from ._cursor import BOOK_PATH_CONFLICT, BookView
 from ._db import Database
+from ._decode import IDENTIFIER_BYTES_MAX
 from .errors import BookPathConflict, ConfigError, NotFound, NotUtf8Path, PathOutsideRoots
 
 
@@ -43,6 +44,20 @@ def require_utf8(path: str | os.PathLike[str]) -> str:
     except UnicodeEncodeError as error:
         raise NotUtf8Path(path_ref(path)) from error
     return text
+
+
+def require_stream_id(engine_run_id: str) -> str:
+    """An `engine_run_id` an operator typed, held to the stream's own rule for it: 1 to 255 bytes
+    of UTF-8, no U+0000 (what no hello could carry is refused here, not by Postgres)."""
+    try:
+        size = len(engine_run_id.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise ConfigError("an engine_run_id must be UTF-8 text") from error
+    if not 0 < size <= IDENTIFIER_BYTES_MAX or "\x00" in engine_run_id:
+        raise ConfigError(
+            f"an engine_run_id is 1 to {IDENTIFIER_BYTES_MAX} bytes of UTF-8 without U+0000"
+        )
+    return engine_run_id
 
 
 def book_lock_key(book_id: str) -> int:

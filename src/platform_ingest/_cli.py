@@ -47,7 +47,7 @@ from typing import Any
 
 import orjson
 
-from ._books import register_book
+from ._books import register_book, require_stream_id
 from ._db import Database
 from ._embedded import cluster_exists, embedded_postgres
 from ._logs import add_options as add_log_options
@@ -84,6 +84,14 @@ def _worker_id(text: str) -> str:
     """A `--worker-id`, checked before anything starts (no embedded server for a bad one)."""
     try:
         return check_worker_id(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def _stream_id(text: str) -> str:
+    """An ENGINE_RUN_ID operand, refused as usage (exit 2) when no hello could carry it."""
+    try:
+        return require_stream_id(text)
     except ConfigError as error:
         raise argparse.ArgumentTypeError(str(error)) from error
 
@@ -213,7 +221,9 @@ def _parser() -> argparse.ArgumentParser:
 
     name = commands.add_parser("name", help="name a stream for the book's current run")
     name.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
-    name.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
+    name.add_argument(
+        "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
+    )
     name.add_argument("--new-run", action="store_true", help="start a new run for this stream")
 
     show = commands.add_parser("show", help="state of books, runs and attempts")
@@ -226,14 +236,18 @@ def _parser() -> argparse.ArgumentParser:
         "release", help="lift a quarantine, a stall or a refusal after an operator looked"
     )
     release.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
-    release.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
+    release.add_argument(
+        "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
+    )
     _audited(release, reason_required=False)
 
     exited = commands.add_parser(
         "exited", help="the launcher's report of a process's exit status (negative: a signal)"
     )
     exited.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
-    exited.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
+    exited.add_argument(
+        "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
+    )
     exited.add_argument(
         "exit_status",
         type=int,
@@ -246,7 +260,9 @@ def _parser() -> argparse.ArgumentParser:
         "skip", help="pass one quarantined line, named by its seq and sha256, with no effect"
     )
     skip.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
-    skip.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
+    skip.add_argument(
+        "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
+    )
     skip.add_argument("seq", type=int, metavar="SEQ", help="the quarantined line's seq")
     skip.add_argument(
         "--sha256",
@@ -261,14 +277,18 @@ def _parser() -> argparse.ArgumentParser:
         "disown", help="a foreign stream that is not ours: stop parking on it, apply none of it"
     )
     disown.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
-    disown.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
+    disown.add_argument(
+        "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
+    )
     _audited(disown, reason_required=True)
 
     abandon = commands.add_parser(
         "abandon", help="give up on an attempt; its run fails (abandoned) if nothing else ends it"
     )
     abandon.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
-    abandon.add_argument("engine_run_id", metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP)
+    abandon.add_argument(
+        "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
+    )
     _audited(abandon, reason_required=True)
 
     repair = commands.add_parser("repair", help="settle a stopped run through the engine status")

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from . import _sql
-from ._books import book_ref, register_book
+from ._books import book_ref, register_book, require_stream_id
 from ._cursor import RELEASABLE_STATES, AttemptState, problem_json
 from ._db import Database
 from ._remedies import default_operator, record_action
@@ -34,8 +34,7 @@ class Named:
 
 def name_stream(db: Database, book_dir: str, engine_run_id: str, *, new_run: bool = False) -> Named:
     """Name a stream for the book's current run (or, with `new_run`, for a new run)."""
-    if not engine_run_id:
-        raise ConfigError("an engine_run_id must not be empty")
+    require_stream_id(engine_run_id)
     book = register_book(db, book_dir)
     with db.transaction():
         existing = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))

@@ -30,7 +30,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from . import _sql
-from ._books import book_ref, register_book
+from ._books import book_ref, register_book, require_stream_id
 from ._cursor import AttemptState, ProblemRecord, problem_json
 from ._db import Database, Row
 from ._journal import open_journal
@@ -279,6 +279,7 @@ def disown_stream(
     db: Database, book_dir: str, engine_run_id: str, *, reason: str, by: str | None = None
 ) -> Action:
     """Say a stream is not ours: it no longer parks the book and none of its effects apply."""
+    require_stream_id(engine_run_id)
     by = by or default_operator()
     _require_reason(reason, by)
     book = register_book(db, book_dir)

@@ -412,3 +412,36 @@ def test_disown_unparks_an_exited_attempt_as_exited(db: Database, make_book: Mak
     assert _attempt(db, book, RUN_A)["state"] == "parked"
     disown_stream(db, str(book), RUN_C, reason="not ours")
     assert _attempt(db, book, RUN_A)["state"] == "exited"
+
+
+@pytest.mark.parametrize(
+    "stream", ["", "a\x00b", "x" * 256, "é" * 128], ids=["empty", "nul", "long", "long-utf8"]
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["name"],
+        ["release"],
+        ["exited", "_", "0"],
+        ["skip", "_", "3", "--reason", "r"],
+        ["disown", "_", "--reason", "r"],
+        ["abandon", "_", "--reason", "r"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_a_stream_id_no_hello_could_carry_is_a_usage_error(
+    fresh_dsn: str,
+    make_book: MakeBook,
+    capsys: pytest.CaptureFixture[str],
+    stream: str,
+    command: list[str],
+) -> None:
+    """Every operator command refuses such an id at once (exit 2), before Postgres is asked to
+    store or look up a value it cannot hold."""
+    book = make_book("book-1")
+    name, *rest = command
+    argv = [name, str(book), stream, *[arg for arg in rest if arg != "_"]]
+    with pytest.raises(SystemExit) as exited:
+        main(["--dsn", fresh_dsn, *argv])
+    assert exited.value.code == 2
+    assert "1 to 255 bytes" in capsys.readouterr().err
