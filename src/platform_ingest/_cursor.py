@@ -22,6 +22,9 @@ from ._journal import Hint
 from ._runs import RunView
 from .errors import BookProblemKind, ProblemKind, StreamProblem
 
+Mode = Literal["auto", "named"]
+"""Whose streams a pass follows: every stream of the book (`auto`), or the streams named for it."""
+
 AttemptState = Literal[
     "pending",
     "active",

@@ -21,20 +21,19 @@ attempts; if any of them fails verification, from byte 0 (nothing is applied twi
 decides). A pass whose commit finds a cursor moved by another pass, or loses its connection, reads
 its state again from Postgres and starts over (bounded); that is how a worker survives a restart.
 
-The per-line decisions live in `_rules.StreamRules`; this module reads, batches and commits.
+The per-line decisions are `_rules.StreamRules`, a pure core; this module reads the journal, loads
+the state the rules decide over, answers their hash lookups, and commits what they decide.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from . import _sql
-from ._apply import BATCH_LINES_MAX, Batch, CommitHook, Writer, seal
+from ._apply import BATCH_LINES_MAX, CommitHook, Writer, seal
 from ._books import (
     book_lock_key,
     book_ref,
@@ -48,13 +47,12 @@ from ._cursor import (
     LIVE_STATES,
     PASS_PROBLEM_KINDS,
     AttemptView,
-    BookView,
+    Mode,
     PassProblem,
 )
 from ._db import Database
-from ._decode import Line, decode_line, reads_major
 from ._journal import Hint, Journal, open_journal
-from ._rules import StreamRules
+from ._rules import BatchHashes, BookState, StreamRules
 from ._runs import RunView
 from .errors import (
     BookProblemKind,
@@ -64,13 +62,14 @@ from .errors import (
     DataRefused,
     IngestError,
     JournalUnreadable,
-    LineRefused,
-    LineTooLong,
 )
 
 logger = logging.getLogger("platform_ingest")
 
-Mode = Literal["auto", "named"]
+__all__ = ["BookPass", "Mode", "PassReport", "sweep_book"]
+
+HASH_WINDOW_SEQS = 4096
+"""How many applied line hashes one duplicate lookup fetches (re-reads come in runs)."""
 
 RESTARTS_AFTER_CONTENTION_MAX = 64
 """How many times one pass starts over because another pass moved a cursor first (each time, the
@@ -211,52 +210,48 @@ class BookPass:
                 self.db.execute(_sql.BOOK_UNLOCK, (key,))
 
 
-class _Pass(StreamRules):
-    """The state of one start of a pass (thrown away when it must start over)."""
+class _Pass:
+    """One start of a pass: the state loaded from Postgres, the rules over it, and the writer
+    (thrown away when the pass must start over). It is the rules' `HashLookup`."""
 
     def __init__(self, owner: BookPass) -> None:
         self.owner = owner
         self.db = owner.db
-        self.mode = owner.mode
         self.ref = owner.ref
-        self.book: BookView = load_book(self.db, owner.book_id)
         self.report = PassReport(owner.book_id)
-        self.runs: list[RunView] = [
+        runs = [
             RunView.from_row(row) for row in self.db.fetch_all(_sql.RUNS_OF_BOOK, (owner.book_id,))
         ]
-        runs_by_id = {run.run_id: run for run in self.runs}
-        self.attempts: dict[str, AttemptView] = {}
-        for row in self.db.fetch_all(_sql.ATTEMPTS_OF_BOOK, (owner.book_id,)):
-            attempt = AttemptView.from_row(row, runs_by_id[row["run_id"]])
-            self.attempts[attempt.engine_run_id] = attempt
-        latest: dict[int, AttemptView] = {}
-        for attempt in self.attempts.values():
-            if attempt.stream_index is None:
-                continue
-            key = id(attempt.run)
-            if key not in latest or (latest[key].stream_index or 0) < attempt.stream_index:
-                latest[key] = attempt
-        for attempt in latest.values():
-            attempt.drives_run = True
+        runs_by_id = {run.run_id: run for run in runs}
+        self.state = BookState.of(
+            load_book(self.db, owner.book_id),
+            runs,
+            (
+                AttemptView.from_row(row, runs_by_id[row["run_id"]])
+                for row in self.db.fetch_all(_sql.ATTEMPTS_OF_BOOK, (owner.book_id,))
+            ),
+        )
+        self.book = self.state.book
         self._load_skips()
-        self.batch = Batch()
-        self.revived = self._revive_refused()
-        self.section: str | None = None
-        self.section_attempt: AttemptView | None = None
-        self.stopped = False
-        self.identity = ""
+        self.rules = StreamRules(self.state, owner.mode, self)
+        self.revived = self.rules.revive_refused()
+        for attempt in self.revived:
+            logger.info(
+                "book %s stream %s: its major is read now; reading it again",
+                self.ref,
+                attempt.engine_run_id,
+            )
+        self.found: list[PassProblem] = []
+        """Problems of the whole book the pass itself found (the journal could not be read)."""
+        self.problems_logged = 0
         self.hash_cache: dict[int, dict[int, bytes]] = {}
-        self.batch_hashes: dict[tuple[int, int], bytes] = {}
-        self.sealed_hashes: dict[tuple[int, int], bytes] = {}
-        self.problems: list[PassProblem] = []
-        self.duplicates = 0
-        self.parked = False
-        self.drain = self._drain
+        self.sealed_hashes: BatchHashes = {}
         self.writer = Writer(self.db, owner.book_id, owner.commit_hook)
 
     def _load_skips(self) -> None:
         """The lines operators skipped, for the few attempts that have any."""
-        with_skips = {a.attempt_id: a for a in self.attempts.values() if a.has_skips}
+        attempts = self.state.attempts.values()
+        with_skips = {a.attempt_id: a for a in attempts if a.has_skips}
         if not with_skips:
             return
         for attempt in with_skips.values():
@@ -267,24 +262,23 @@ class _Pass(StreamRules):
             assert skips is not None
             skips[bytes(sha256)] = seq
 
-    def _revive_refused(self) -> bool:
-        """Streams refused for a major this platform now reads go back to `pending`: the pass
-        reads the journal from byte 0 and applies them like any new stream."""
-        revived = False
-        for attempt in self.attempts.values():
-            if attempt.state != "refused" or attempt.stream_version is None:
-                continue
-            if reads_major(attempt.stream_version):
-                attempt.state, attempt.error = "pending", None
-                attempt.forget_hint()
-                self.batch.touch(attempt)
-                revived = True
-                logger.info(
-                    "book %s stream %s: its major is read now; reading it again",
-                    self.ref,
-                    attempt.engine_run_id,
-                )
-        return revived
+    def applied_sha256(self, attempt: AttemptView, seq: int) -> bytes | None:
+        """`HashLookup`: from the batch sealed last, else from Postgres (a window of seqs at a
+        time, cached for the pass)."""
+        found = self.sealed_hashes.get((id(attempt), seq))
+        if found is not None:
+            return found
+        self._drain()  # what was sealed is in Postgres now, and the connection is free
+        if attempt.attempt_id is None:
+            return None
+        cache = self.hash_cache.get(attempt.attempt_id)
+        if cache is None or seq not in cache:
+            rows = self.db.fetch_tuples(
+                _sql.LINE_HASHES_WINDOW, (attempt.attempt_id, seq, seq + HASH_WINDOW_SEQS)
+            )
+            cache = {row_seq: bytes(value) for row_seq, value in rows}
+            self.hash_cache[attempt.attempt_id] = cache
+        return cache.get(seq)
 
     # --- the pass ---------------------------------------------------------------------------
 
@@ -293,29 +287,26 @@ class _Pass(StreamRules):
             self._run()
         finally:
             self.writer.close()
-        report = self.report
-        report.problems, report.duplicates, report.parked = (
-            self.problems,
-            self.duplicates,
-            self.parked,
-        )
+        rules, report = self.rules, self.report
+        report.lines_read = rules.lines_read
+        report.problems = self.found + rules.problems
+        report.duplicates, report.parked = rules.duplicates, rules.parked
         return report
 
     def _run(self) -> None:
+        book = self.book
         try:
-            opened = open_journal(self.book.path)
+            opened = open_journal(book.path)
         except JournalUnreadable as error:
             self._book_problem_found(error.kind, str(error))
             raise
-        scan_before = (self.book.scan, self.book.scan_stream, self.book.scan_mode)
+        scan_before = (book.scan, book.scan_stream, book.scan_mode)
         if opened is not None:
             try:
                 with opened as journal:
-                    self.identity = journal.identity
-                    start, self.section = self._start(journal)
-                    self.section_attempt = (
-                        None if self.section is None else self.attempts.get(self.section)
-                    )
+                    self.rules.identity = journal.identity
+                    start, section = self._start(journal)
+                    self.rules.enter(section)
                     self.report.start_offset = start
                     self._read(journal, start)
                     self.report.bytes_read = journal.bytes_read
@@ -325,26 +316,27 @@ class _Pass(StreamRules):
                 problem = JournalUnreadable(f"the journal could not be read: {error.strerror}")
                 self._book_problem_found(problem.kind, str(problem))
                 raise problem from error
-        if (self.book.scan, self.book.scan_stream, self.book.scan_mode) != scan_before:
-            self.batch.book_changed = True
+        if (book.scan, book.scan_stream, book.scan_mode) != scan_before:
+            self.rules.batch.book_changed = True
         self._flush()
         self._drain()
         self._book_problems_cleared()
-        if self.report.lines_applied or self.problems:
+        problems = len(self.found) + len(self.rules.problems)
+        if self.report.lines_applied or problems:
             logger.info(
                 "pass over %s: %d lines read, %d applied, %d duplicates, %d problems",
                 self.ref,
-                self.report.lines_read,
+                self.rules.lines_read,
                 self.report.lines_applied,
-                self.duplicates,
-                len(self.problems),
+                self.rules.duplicates,
+                problems,
             )
 
     def _book_problem_found(self, kind: BookProblemKind, detail: str) -> None:
         """Record a problem that stops the whole book (shown by `show`), once per kind."""
         self.db.execute(_sql.BOOK_PROBLEM_SET, (self.book.book_id, kind, detail, None))
         if kind not in self.book.problem_kinds:
-            self.problems.append(PassProblem(None, kind))
+            self.found.append(PassProblem(None, kind))
 
     def _book_problems_cleared(self) -> None:
         """The pass went through: the book problems a pass finds are gone."""
@@ -365,11 +357,11 @@ class _Pass(StreamRules):
         if self.revived:
             return 0, None
         candidates: list[tuple[Hint, str | None]] = []
-        if book.scan_mode == self.mode:
+        if book.scan_mode == self.owner.mode:
             candidates.append((book.scan, book.scan_stream))
         else:
             candidates.append((Hint.start(), None))
-        live = [a for a in self.attempts.values() if a.state in LIVE_STATES and a.hint_offset]
+        live = [a for a in self.state.attempts.values() if a.state in LIVE_STATES and a.hint_offset]
         candidates.extend((attempt.hint, attempt.engine_run_id) for attempt in live)
         distinct = {hint for hint, _ in candidates}  # the book's and an attempt's often agree
         failed = {hint for hint in distinct if not journal.verify_hint(hint)}
@@ -379,7 +371,7 @@ class _Pass(StreamRules):
             for attempt in live:
                 if attempt.hint in failed:
                     attempt.forget_hint()
-                    self.batch.touch(attempt)
+                    self.rules.batch.touch(attempt)
             return 0, None
         hint, stream = min(candidates, key=lambda candidate: candidate[0].offset)
         if hint.offset == 0:
@@ -387,99 +379,65 @@ class _Pass(StreamRules):
         return hint.offset, stream
 
     def _read(self, journal: Journal, start: int) -> None:
-        """Every complete line from `start`, in order; the book's scan hint follows the last
-        line processed (set on the book only when a batch is sealed, and at the end)."""
-        book = self.book
-        book.scan_mode = self.mode
+        """Every complete line from `start`, in order, to the rules; the book's scan hint follows
+        the last line decided (set on the book only when a batch is sealed, and at the end)."""
+        book, rules = self.book, self.rules
+        book.scan_mode = self.owner.mode
         if start == 0:
             book.scan, book.scan_stream = Hint.start(), None
         elif book.scan.offset != start:
             # Starting behind the book's scan hint: it moves back to where reading starts.
-            for attempt in self.attempts.values():
+            for attempt in self.state.attempts.values():
                 if attempt.hint_offset == start and attempt.state in LIVE_STATES:
                     book.scan, book.scan_stream = attempt.hint, attempt.engine_run_id
                     break
-        identity = self.identity
-        sha256 = hashlib.sha256
-        report = self.report
         batch_lines_max = 1 if self.owner.isolating else self.owner.batch_lines_max
-        scan_end = -1
-        scan_size = 0
-        scan_digest = b""
         for offset, raw in journal.lines(start):
-            line: Line | None = None
-            problem: LineRefused | None = None
-            if type(raw) is not bytes:
-                assert isinstance(raw, LineTooLong)  # the reader yields nothing else
-                problem = raw
-                size = raw.size_bytes
-                if raw.line_sha256 is None:  # no newline yet: report, do not consume
-                    self._refused(problem, offset, b"", 0)
-                    break
-                digest = raw.line_sha256
-            else:
-                size = len(raw)
-                digest = sha256(raw).digest()
-                try:
-                    line = decode_line(raw)
-                except LineRefused as error:
-                    problem = error
-                    error.offset = offset
-            report.lines_read += 1
-            followed = self.section_attempt
-            if (
-                followed is not None
-                and followed.skips is not None
-                and followed.state in FOLLOWED_STATES
-                and (line is None or line.type != "hello")
-                and self._skip(followed, digest, offset, size)
-            ):
-                pass  # a line an operator skipped: the cursor passes it, with no effect
-            elif (
-                line is not None
-                and followed is not None
-                and line.type != "hello"
-                and followed.state in FOLLOWED_STATES
-            ):
-                if line.seq == followed.last_seq + 1:
-                    self._apply(followed, line, digest, offset, size)
-                else:
-                    self._stream_line(followed, line, digest, offset, size)
-            elif line is not None:
-                self._other_line(line, digest, offset, size)
-            elif problem is not None:
-                self._refused(problem, offset, digest, size)
-            if self.stopped:
+            if not rules.take(offset, raw):
                 break
-            scan_end, scan_size, scan_digest = offset + size, size, digest
-            batch = self.batch
-            batch.lines += 1
-            batch.last_line = (
-                self.section,
-                line.seq if line is not None else (problem.seq if problem else None),
-                offset,
-            )
-            if batch.lines >= batch_lines_max:
-                book.scan = Hint(scan_end, scan_size, scan_digest, identity)
-                book.scan_stream = self.section
-                batch.book_changed = True
+            if rules.batch.lines >= batch_lines_max:
+                self._move_scan_hint()
+                rules.batch.book_changed = True
                 self._flush()
-        if scan_end >= 0:
-            book.scan = Hint(scan_end, scan_size, scan_digest, identity)
-            book.scan_stream = self.section
+        self._move_scan_hint()
+
+    def _move_scan_hint(self) -> None:
+        hint = self.rules.decided_hint()
+        if hint is not None:
+            self.book.scan, self.book.scan_stream = hint, self.rules.section
 
     def _flush(self) -> None:
         """Seal the batch and hand it to the writer (which first finishes the one before)."""
-        batch = self.batch
+        self._log_problems()
+        batch = self.rules.batch
         if batch.empty:
             batch.lines = 0
             return
         sealed = seal(batch, self.book)
         self._drain()
         self.writer.submit(sealed)
-        self.sealed_hashes = self.batch_hashes
-        self.batch_hashes = {}
-        self.batch = Batch()
+        _, self.sealed_hashes = self.rules.take_batch()
+
+    def _log_problems(self) -> None:
+        """One warning for each stream problem the rules recorded since the last batch."""
+        problems = self.rules.problems
+        for problem in problems[self.problems_logged :]:
+            attempt = (
+                None
+                if problem.engine_run_id is None
+                else self.state.attempts.get(problem.engine_run_id)
+            )
+            record = self.book.error if attempt is None else attempt.error
+            logger.warning(
+                "book %s stream %s: %s at seq %s, byte %s -> %s",
+                self.ref,
+                problem.engine_run_id or "(before any hello)",
+                problem.kind,
+                None if record is None else record.seq,
+                None if record is None else record.offset,
+                "recorded on the book" if attempt is None else attempt.state,
+            )
+        self.problems_logged = len(problems)
 
     def _drain(self) -> None:
         """Wait until every sealed batch is committed (or raise why it was not)."""

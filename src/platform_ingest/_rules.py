@@ -1,27 +1,31 @@
-"""What each line does to its stream's cursor: the rules of SPEC § 6, line by line.
+"""What each line does to its stream's cursor: the rules of SPEC § 6, as a pure decision core.
 
-`StreamRules` is the deciding half of a pass (`_pass._Pass` is the reading and committing half):
+`StreamRules` decides over an explicit state value, a `BookState` (the book, its runs and their
+attempts as a pass loaded them), and asks a `HashLookup` what was applied at an earlier seq. It
+does no I/O: the pass (`_pass`) reads the journal, hands each line to `take`, and writes what was
+decided (`take_batch`) with the cursors in one transaction. The same rules run over journals in
+memory in the tests, and the same cases run against Postgres as a contract test.
 
 - a line of a stream the pass follows: `seq == last_seq + 1` is applied (`_apply`), `seq <=
   last_seq` is a duplicate compared with the sha256 applied at that seq — ANY earlier seq, looked
-  up in the batch, the batch being written, or `line_hashes` (`_duplicate`), and `seq > last_seq +
-  1` is a gap that stalls the attempt;
+  up in the batch or through the `HashLookup` (`_duplicate`), and `seq > last_seq + 1` is a gap
+  that stalls the attempt;
 - a hello enters its stream's part of the file (`_hello`): in auto mode a new stream gets an
   attempt (`_new_attempt`); in named mode a stream with no attempt is foreign (`_foreign`): skipped
   while none of ours is live, else the pass stops there and our attempt is parked;
 - a line that does not decode quarantines its stream, a hello of another major refuses it, a hello
   of another book quarantines it; a line before any hello is recorded on the book.
 
-Every decision changes the in-memory view (attempts, runs) and adds to the current `Batch`; the
-batch is written with the cursors in one transaction by `_apply`.
+Every decision changes the views (attempts, runs) and adds to the current `Batch`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
 
-from . import _sql
 from ._apply import Batch
 from ._cursor import (
     FOLLOWED_STATES,
@@ -29,12 +33,13 @@ from ._cursor import (
     STOPPED_STATES,
     AttemptView,
     BookView,
+    Mode,
     PassProblem,
     ProblemRecord,
     state_for_problem,
 )
-from ._db import Database
-from ._decode import Line
+from ._decode import Line, decode_line, reads_major
+from ._journal import Hint
 from ._runs import RunView, StateEffect
 from .errors import (
     BookMismatch,
@@ -44,16 +49,15 @@ from .errors import (
     LineBeforeHello,
     LineOutsideStream,
     LineRefused,
+    LineTooLong,
     PayloadConflict,
     SequenceGap,
     StreamProblem,
     UnsupportedVersion,
 )
 
-logger = logging.getLogger("platform_ingest")
-
-HASH_WINDOW_SEQS = 4096
-"""How many applied line hashes one duplicate lookup fetches (re-reads come in runs)."""
+BatchHashes = dict[tuple[int, int], bytes]
+"""(id of the attempt view, seq) -> the sha256 of the line applied there, for one batch."""
 
 
 def stream_position(hello_offset: int) -> int:
@@ -64,28 +68,171 @@ def stream_position(hello_offset: int) -> int:
     return hello_offset + 1
 
 
-class StreamRules:
-    """The per-line decisions of a pass, over the state the pass holds."""
+class HashLookup(Protocol):
+    """What was applied before the rules' current batch (the pass answers from the batches it
+    sealed and from Postgres; a test, from memory)."""
 
-    db: Database
-    mode: str
-    ref: str
+    def applied_sha256(self, attempt: AttemptView, seq: int) -> bytes | None:
+        """The sha256 of the line applied at `seq` of `attempt`; None when none is recorded."""
+        ...
+
+
+@dataclass(eq=False)
+class BookState:
+    """What the rules decide over: one book, its runs and their attempts, as a pass loaded them."""
+
     book: BookView
     runs: list[RunView]
     attempts: dict[str, AttemptView]
-    batch: Batch
-    section: str | None
-    section_attempt: AttemptView | None
-    stopped: bool
-    identity: str
-    hash_cache: dict[int, dict[int, bytes]]
-    batch_hashes: dict[tuple[int, int], bytes]
-    sealed_hashes: dict[tuple[int, int], bytes]
-    problems: list[PassProblem]
-    duplicates: int
-    parked: bool
-    drain: Callable[[], None]
-    """Wait until every sealed batch is committed (before a lookup in Postgres)."""
+    """engine_run_id -> attempt"""
+
+    @classmethod
+    def of(
+        cls, book: BookView, runs: Iterable[RunView], attempts: Iterable[AttemptView]
+    ) -> BookState:
+        """The state of a freshly loaded book: each run's latest stream (by its place in the
+        book) is the one that drives the run."""
+        state = cls(book, list(runs), {a.engine_run_id: a for a in attempts})
+        latest: dict[int, AttemptView] = {}
+        for attempt in state.attempts.values():
+            if attempt.stream_index is None:
+                continue
+            key = id(attempt.run)
+            if key not in latest or (latest[key].stream_index or 0) < attempt.stream_index:
+                latest[key] = attempt
+        for attempt in latest.values():
+            attempt.drives_run = True
+        return state
+
+
+class StreamRules:
+    """The per-line decisions of one pass over one book.
+
+    `take` decides one line; `stopped` and `parked` say the pass must stop; `take_batch` hands
+    over what was decided since the last call. `lines_read`, `duplicates` and `problems` count
+    and list for the pass's report, and `decided_hint` is the place just past the last line
+    decided (where the book's scan hint may move).
+    """
+
+    def __init__(
+        self, state: BookState, mode: Mode, hashes: HashLookup, *, identity: str = ""
+    ) -> None:
+        self.state = state
+        self.book = state.book
+        self.runs = state.runs
+        self.attempts = state.attempts
+        self.mode: Mode = mode
+        self.hashes = hashes
+        self.identity = identity
+        """The journal's file identity, written into every hint the rules move."""
+        self.section: str | None = None
+        """The stream whose part of the file the line at hand lies in (None before any hello)."""
+        self.section_attempt: AttemptView | None = None
+        self.batch = Batch()
+        self.batch_hashes: BatchHashes = {}
+        self.problems: list[PassProblem] = []
+        self.duplicates = 0
+        self.lines_read = 0
+        self.stopped = False
+        self.parked = False
+        self._decided_end = -1
+        self._decided_size = 0
+        self._decided_sha256 = b""
+
+    # --- the rules' interface ---------------------------------------------------------------
+
+    def revive_refused(self) -> list[AttemptView]:
+        """Streams refused for a major this platform now reads go back to `pending`, their hint
+        forgotten: reading them again from byte 0 applies them like any new stream."""
+        revived = []
+        for attempt in self.attempts.values():
+            if attempt.state != "refused" or attempt.stream_version is None:
+                continue
+            if reads_major(attempt.stream_version):
+                attempt.state, attempt.error = "pending", None
+                attempt.forget_hint()
+                self.batch.touch(attempt)
+                revived.append(attempt)
+        return revived
+
+    def enter(self, section: str | None) -> None:
+        """Reading starts inside `section`'s part of the file (None: before any hello)."""
+        self.section = section
+        self.section_attempt = None if section is None else self.attempts.get(section)
+
+    def take(self, offset: int, raw: bytes | LineTooLong) -> bool:
+        """Decide the complete line at `offset` (or the over-long one the reader skipped).
+
+        False when the line is not consumed and the pass must stop before it: a foreign hello
+        ahead of our stream (named mode), or an over-long line that has no end yet.
+        """
+        line: Line | None = None
+        problem: LineRefused | None = None
+        if type(raw) is not bytes:
+            assert isinstance(raw, LineTooLong)  # the reader yields nothing else
+            problem = raw
+            size = raw.size_bytes
+            if raw.line_sha256 is None:  # no newline yet: report, do not consume
+                self._refused(problem, offset, b"", 0)
+                return False
+            digest = raw.line_sha256
+        else:
+            size = len(raw)
+            digest = hashlib.sha256(raw).digest()
+            try:
+                line = decode_line(raw)
+            except LineRefused as error:
+                problem = error
+                error.offset = offset
+        self.lines_read += 1
+        followed = self.section_attempt
+        if (
+            followed is not None
+            and followed.skips is not None
+            and followed.state in FOLLOWED_STATES
+            and (line is None or line.type != "hello")
+            and self._skip(followed, digest, offset, size)
+        ):
+            pass  # a line an operator skipped: the cursor passes it, with no effect
+        elif (
+            line is not None
+            and followed is not None
+            and line.type != "hello"
+            and followed.state in FOLLOWED_STATES
+        ):
+            if line.seq == followed.last_seq + 1:
+                self._apply(followed, line, digest, offset, size)
+            else:
+                self._stream_line(followed, line, digest, offset, size)
+        elif line is not None:
+            self._other_line(line, digest, offset, size)
+        elif problem is not None:
+            self._refused(problem, offset, digest, size)
+        if self.stopped:
+            return False
+        self._decided_end, self._decided_size, self._decided_sha256 = offset + size, size, digest
+        batch = self.batch
+        batch.lines += 1
+        batch.last_line = (
+            self.section,
+            line.seq if line is not None else (problem.seq if problem else None),
+            offset,
+        )
+        return True
+
+    def decided_hint(self) -> Hint | None:
+        """The place just past the last line decided, as a hint; None before any line."""
+        if self._decided_end < 0:
+            return None
+        return Hint(self._decided_end, self._decided_size, self._decided_sha256, self.identity)
+
+    def take_batch(self) -> tuple[Batch, BatchHashes]:
+        """What was decided since the last call, and the hashes it applied; a new batch starts."""
+        taken = self.batch, self.batch_hashes
+        self.batch, self.batch_hashes = Batch(), {}
+        return taken
+
+    # --- lines --------------------------------------------------------------------------------
 
     def _stream_line(
         self, attempt: AttemptView, line: Line, digest: bytes, offset: int, size: int
@@ -384,22 +531,11 @@ class StreamRules:
         )
 
     def _applied_hash(self, attempt: AttemptView, seq: int) -> bytes | None:
-        """What was applied at (attempt, seq): from this batch, the window cache, or Postgres."""
-        key = (id(attempt), seq)
-        found = self.batch_hashes.get(key) or self.sealed_hashes.get(key)
+        """What was applied at (attempt, seq): in this batch, or before it (`HashLookup`)."""
+        found = self.batch_hashes.get((id(attempt), seq))
         if found is not None:
             return found
-        self.drain()  # what was sealed is in Postgres now, and the connection is free
-        if attempt.attempt_id is None:
-            return None
-        cache = self.hash_cache.get(attempt.attempt_id)
-        if cache is None or seq not in cache:
-            rows = self.db.fetch_tuples(
-                _sql.LINE_HASHES_WINDOW, (attempt.attempt_id, seq, seq + HASH_WINDOW_SEQS)
-            )
-            cache = {row_seq: bytes(value) for row_seq, value in rows}
-            self.hash_cache[attempt.attempt_id] = cache
-        return cache.get(seq)
+        return self.hashes.applied_sha256(attempt, seq)
 
     # --- problems ---------------------------------------------------------------------------
 
@@ -409,15 +545,6 @@ class StreamRules:
         attempt.error = ProblemRecord.of(problem)
         self.batch.touch(attempt)
         self.problems.append(PassProblem(attempt.engine_run_id, problem.kind))
-        logger.warning(
-            "book %s stream %s: %s at seq %s, byte %s -> %s",
-            self.ref,
-            attempt.engine_run_id,
-            problem.kind,
-            problem.seq,
-            problem.offset,
-            attempt.state,
-        )
 
     def _book_problem(self, problem: StreamProblem) -> None:
         """A problem that belongs to no stream (a line before any hello): kept on the book."""
@@ -426,6 +553,3 @@ class StreamRules:
         self.book.error = ProblemRecord.of(problem)
         self.batch.book_changed = True
         self.problems.append(PassProblem(None, problem.kind))
-        logger.warning(
-            "book %s: %s before any hello at byte %s", self.ref, problem.kind, problem.offset
-        )
