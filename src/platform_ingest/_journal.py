@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from errno import ELOOP as errno_ELOOP
 from errno import ENOTDIR as errno_ENOTDIR
@@ -198,61 +198,69 @@ class Journal:
         return hashlib.sha256(data[before:]).digest() == hint.sha256
 
     def lines(self, start: int) -> Iterator[tuple[int, bytes | LineTooLong]]:
-        """Yield (offset, line bytes with their newline) for each complete line from `start`.
+        """The file's complete lines from `start` (`complete_lines`)."""
+        return complete_lines(self._pread, start)
 
-        A line longer than `LINE_BYTES_MAX` is yielded as a `LineTooLong` at its offset instead:
-        hashed while it is skipped, never gathered. One that has no newline yet is yielded with
-        `terminated=False` at the end (it is malformed whatever comes, but not consumed).
-        """
-        read_at = start
-        buffer = b""
-        buffer_offset = start  # file offset of buffer[0]
-        skipping_from = -1  # offset of an over-long line being skipped, or -1
-        skipped_bytes = 0
-        skipped_hash = hashlib.sha256()
-        while True:
-            chunk = self._pread(READ_CHUNK_BYTES, read_at)
-            if not chunk:
-                break
-            read_at += len(chunk)
-            if skipping_from >= 0:
-                newline = chunk.find(b"\n")
-                if newline < 0:
-                    skipped_bytes += len(chunk)
-                    skipped_hash.update(chunk)
-                    continue
-                skipped_hash.update(chunk[: newline + 1])
-                yield (
-                    skipping_from,
-                    LineTooLong(
-                        skipped_bytes + newline + 1,
-                        LINE_BYTES_MAX,
-                        offset=skipping_from,
-                        line_sha256=skipped_hash.digest(),
-                    ),
-                )
-                buffer = chunk[newline + 1 :]
-                buffer_offset = read_at - len(buffer)
-                skipping_from = -1
-            else:
-                buffer = buffer + chunk if buffer else chunk
-            position = 0
-            while True:
-                newline = buffer.find(b"\n", position)
-                if newline < 0:
-                    break
-                yield buffer_offset + position, buffer[position : newline + 1]
-                position = newline + 1
-            if position:
-                buffer = buffer[position:]
-                buffer_offset += position
-            if len(buffer) >= LINE_BYTES_MAX:
-                skipping_from = buffer_offset
-                skipped_bytes = len(buffer)
-                skipped_hash = hashlib.sha256(buffer)
-                buffer = b""
+
+def complete_lines(
+    read: Callable[[int, int], bytes], start: int
+) -> Iterator[tuple[int, bytes | LineTooLong]]:
+    """Yield (offset, line bytes with their newline) for each complete line from `start`, where
+    `read(length, offset)` returns up to `length` bytes at `offset` (b"" at the end).
+
+    A line longer than `LINE_BYTES_MAX` is yielded as a `LineTooLong` at its offset instead:
+    hashed while it is skipped, never gathered. One that has no newline yet is yielded with
+    `terminated=False` at the end (it is malformed whatever comes, but not consumed).
+    """
+    read_at = start
+    buffer = b""
+    buffer_offset = start  # file offset of buffer[0]
+    skipping_from = -1  # offset of an over-long line being skipped, or -1
+    skipped_bytes = 0
+    skipped_hash = hashlib.sha256()
+    while True:
+        chunk = read(READ_CHUNK_BYTES, read_at)
+        if not chunk:
+            break
+        read_at += len(chunk)
         if skipping_from >= 0:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                skipped_bytes += len(chunk)
+                skipped_hash.update(chunk)
+                continue
+            skipped_hash.update(chunk[: newline + 1])
             yield (
                 skipping_from,
-                LineTooLong(skipped_bytes, LINE_BYTES_MAX, offset=skipping_from, terminated=False),
+                LineTooLong(
+                    skipped_bytes + newline + 1,
+                    LINE_BYTES_MAX,
+                    offset=skipping_from,
+                    line_sha256=skipped_hash.digest(),
+                ),
             )
+            buffer = chunk[newline + 1 :]
+            buffer_offset = read_at - len(buffer)
+            skipping_from = -1
+        else:
+            buffer = buffer + chunk if buffer else chunk
+        position = 0
+        while True:
+            newline = buffer.find(b"\n", position)
+            if newline < 0:
+                break
+            yield buffer_offset + position, buffer[position : newline + 1]
+            position = newline + 1
+        if position:
+            buffer = buffer[position:]
+            buffer_offset += position
+        if len(buffer) >= LINE_BYTES_MAX:
+            skipping_from = buffer_offset
+            skipped_bytes = len(buffer)
+            skipped_hash = hashlib.sha256(buffer)
+            buffer = b""
+    if skipping_from >= 0:
+        yield (
+            skipping_from,
+            LineTooLong(skipped_bytes, LINE_BYTES_MAX, offset=skipping_from, terminated=False),
+        )
