@@ -3,7 +3,8 @@
 The helpers and fixtures shared by several test directories live in `tests/fixtures/` (on the
 import path through `pythonpath` in pyproject.toml): `platform_journals` (hand-made journal lines,
 workers as processes), `seam_model` (the seam simulation's model), `verdicts` (each reader's verdict
-on a line) and the two fixture plugins named below.
+on a line), `rule_cases` with `memory_platform` and `rule_model` (SPEC § 6's cases, run in memory
+and against Postgres) and the two fixture plugins named below.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["platform_fixtures", "seam_fixtures"]
+# Helper modules whose asserts are the tests' own: pytest explains them when they fail.
+pytest.register_assert_rewrite("rule_cases", "rule_model", "memory_platform")
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=100, deadline=None)

@@ -36,6 +36,7 @@ from typing import Any, Literal
 from . import _sql
 from ._cursor import AttemptView, BookView
 from ._db import Database
+from ._journal import Hint
 from ._runs import RunChanges, RunView
 from .errors import CursorMoved, DataRefused
 
@@ -61,6 +62,10 @@ class Batch:
     units: list[tuple[AttemptView, str, int, int]] = field(default_factory=list)
     run_changes: dict[int, tuple[RunView, RunChanges]] = field(default_factory=dict)
     book_changed: bool = False
+    starts: list[tuple[str, Hint, str | None]] = field(default_factory=list)
+    """(engine_run_id, the hint just before its hello, that hint's section) of foreign streams."""
+    starts_reset: bool = False
+    """The book's recorded starts are forgotten first (a read from byte 0 records them again)."""
     lines: int = 0
     last_line: tuple[str | None, int | None, int] | None = None
     """(stream, seq, offset) of the last line the batch decided on: with one line a batch, the
@@ -68,7 +73,9 @@ class Batch:
 
     @property
     def empty(self) -> bool:
-        return not (self.touched or self.new_runs or self.book_changed or self.run_changes)
+        return not (
+            self.touched or self.new_runs or self.book_changed or self.run_changes or self.starts
+        )
 
     def touch(self, attempt: AttemptView) -> None:
         self.touched[id(attempt)] = attempt
@@ -103,6 +110,8 @@ class SealedBatch:
     book_params: tuple[Any, ...]
     """Always written: its compare-and-set on the book's epoch makes a batch fail if `name` or
     `release` changed the book since the pass loaded it."""
+    starts: list[tuple[str, Hint, str | None]] = field(default_factory=list)
+    starts_reset: bool = False
     lines: int = 0
     last_line: tuple[str | None, int | None, int] | None = None
 
@@ -132,6 +141,8 @@ def seal(batch: Batch, book: BookView) -> SealedBatch:
         hash_values=batch.hash_values,
         units=batch.units,
         book_params=book.scan_params(),
+        starts=batch.starts,
+        starts_reset=batch.starts_reset,
         lines=batch.lines,
         last_line=batch.last_line,
     )
@@ -212,6 +223,10 @@ def commit_sealed(
                 raise CursorMoved(f"attempt {attempt.attempt_id} moved under the pass")
         if db.execute(_sql.BOOK_SCAN_ADVANCE, sealed.book_params) != 1:
             raise CursorMoved("the book was named or released during the pass")
+        if sealed.starts_reset:
+            db.execute(_sql.STREAM_STARTS_FORGET, (book_id,))
+        if sealed.starts:
+            _write_starts(db, book_id, sealed.starts)
 
 
 class Writer:
@@ -263,3 +278,13 @@ class Writer:
             wait_for([self._in_flight])
             self._in_flight = None
         self._executor.shutdown(wait=True)
+
+
+def _write_starts(db: Database, book_id: str, starts: list[tuple[str, Hint, str | None]]) -> None:
+    """Record foreign streams' starts, one statement (the first start of a stream is kept)."""
+    columns: list[list[Any]] = [[], [], [], [], [], []]
+    for engine_run_id, hint, section in starts:
+        values = (engine_run_id, hint.offset, hint.line_bytes, hint.sha256, hint.file, section)
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    db.execute(_sql.STREAM_STARTS_INSERT, (book_id, *columns))

@@ -137,3 +137,31 @@ def load_book(db: Database, book_id: str) -> BookView:
     if row is None:
         raise NotFound(f"book {book_id!r} is not registered")
     return BookView.from_row(row)
+
+
+def scan_back_to_stream(db: Database, book: BookView, engine_run_id: str) -> None:
+    """A stream was named for the book (inside the caller's transaction): the next pass must
+    read its hello. When the book keeps every foreign stream's start (`starts_from_zero`), the
+    scan moves back to that start if it lies behind it, else stays (the hello is ahead); without
+    them, the next pass reads from byte 0. The epoch is bumped either way, so a pass that began
+    before cannot commit past the hello."""
+    if book.scan_mode != "named" or not book.starts_from_zero:
+        db.execute(_sql.BOOK_SCAN_RESET, (book.book_id,))
+        return
+    start = db.fetch_one(_sql.STREAM_START_OF, (book.book_id, engine_run_id))
+    if start is not None:
+        moved = db.execute(
+            _sql.BOOK_SCAN_BACK,
+            (
+                start["hint_offset"],
+                start["hint_line_bytes"],
+                start["hint_sha256"],
+                start["hint_file"],
+                start["hint_stream"],
+                book.book_id,
+                start["hint_offset"],
+            ),
+        )
+        if moved:
+            return
+    db.execute(_sql.BOOK_EPOCH_BUMP, (book.book_id,))

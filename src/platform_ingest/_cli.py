@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -48,6 +49,7 @@ from typing import Any
 import orjson
 
 from ._books import register_book, require_stream_id
+from ._compact import ATTEMPTS_PER_RUN_MAX, QUIET_FOR_S_DEFAULT, compact_quiet
 from ._db import Database
 from ._embedded import cluster_exists, embedded_postgres
 from ._logs import add_options as add_log_options
@@ -57,6 +59,7 @@ from ._membership import check_worker_id
 from ._operate import name_stream, release_attempt
 from ._pass import BookPass, Mode
 from ._plain import display_path, plain
+from ._prune import RUNS_PER_CALL_MAX, prune_runs
 from ._remedies import abandon_attempt, disown_stream, report_exit, skip_line
 from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
 from ._schema import migrate, require_current
@@ -77,6 +80,28 @@ def _positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A duration of 0 seconds or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds, 0 or more")
+    return value
+
+
+def _count(text: str) -> int:
+    """A count of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of 1 or more")
     return value
 
 
@@ -211,6 +236,19 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     run.add_argument(
+        "--compact-quiet-s",
+        type=_seconds,
+        default=QUIET_FOR_S_DEFAULT,
+        metavar="S",
+        help="compact the line hashes of attempts quiet for S seconds, in the background "
+        f"(default {QUIET_FOR_S_DEFAULT:g}: a week)",
+    )
+    run.add_argument(
+        "--no-compact",
+        action="store_true",
+        help="never compact line hashes (storage then grows with every line applied)",
+    )
+    run.add_argument(
         "--worker-id",
         default=None,
         type=_worker_id,
@@ -290,6 +328,48 @@ def _parser() -> argparse.ArgumentParser:
         "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
     )
     _audited(abandon, reason_required=True)
+
+    compact = commands.add_parser(
+        "compact", help="compact the line hashes of quiet attempts now, then exit"
+    )
+    compact.add_argument(
+        "--quiet-for-s",
+        type=_seconds,
+        default=QUIET_FOR_S_DEFAULT,
+        metavar="S",
+        help=f"only attempts quiet for S seconds (default {QUIET_FOR_S_DEFAULT:g}: a week)",
+    )
+    compact.add_argument(
+        "--limit",
+        type=_count,
+        default=ATTEMPTS_PER_RUN_MAX,
+        metavar="N",
+        help=f"at most N attempts this time (default {ATTEMPTS_PER_RUN_MAX})",
+    )
+
+    prune = commands.add_parser(
+        "prune",
+        help="delete ended runs unchanged for a retention period (audited; keeps a tombstone "
+        "per stream)",
+    )
+    prune.add_argument(
+        "--older-than-s",
+        type=_seconds,
+        required=True,
+        metavar="S",
+        help="only runs (and their attempts) unchanged for S seconds (required)",
+    )
+    prune.add_argument(
+        "--limit",
+        type=_count,
+        default=RUNS_PER_CALL_MAX,
+        metavar="N",
+        help=f"at most N runs this time (default {RUNS_PER_CALL_MAX})",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="list the runs that would be pruned; change nothing"
+    )
+    _audited(prune, reason_required=False)
 
     repair = commands.add_parser("repair", help="settle a stopped run through the engine status")
     repair.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
@@ -437,6 +517,7 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
                     "lines_read": report.lines_read,
                     "lines_applied": report.lines_applied,
                     "duplicates": report.duplicates,
+                    "unverified_duplicates": report.unverified_duplicates,
                     "bytes_read": report.bytes_read,
                     "start_offset": report.start_offset,
                     "hint_discarded": report.hint_discarded,
@@ -469,6 +550,7 @@ def _worker(args: argparse.Namespace) -> int:
                 membership_interval_s=args.membership_s,
                 metrics_port=args.metrics_port,
                 metrics_address=args.metrics_address,
+                compact_quiet_s=None if args.no_compact else args.compact_quiet_s,
             ),
             worker_id=args.worker_id,
         )
@@ -556,6 +638,20 @@ def _run(args: argparse.Namespace) -> int:
         if remedy is not None:
             action = remedy(db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by)
             _print_json(action.as_json())
+            return EXIT_OK
+        if args.command == "compact":
+            _print_json(compact_quiet(db, quiet_for_s=args.quiet_for_s, limit=args.limit).as_json())
+            return EXIT_OK
+        if args.command == "prune":
+            pruned = prune_runs(
+                db,
+                older_than_s=args.older_than_s,
+                dry_run=args.dry_run,
+                limit=args.limit,
+                by=args.by,
+                reason=args.reason,
+            )
+            _print_json(pruned.as_json())
             return EXIT_OK
         if args.command == "repair":
             repaired = repair_book(

@@ -15,6 +15,8 @@ one finished), `exited` (the launcher reported the process's exit status, no `fi
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -123,6 +125,15 @@ def problem_json(row: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def compacted_digest(line_hashes: Iterable[bytes]) -> bytes:
+    """The digest a compacted range keeps: the sha256 of its lines' sha256s, in seq order from 1
+    (a re-read builds the same one line by line, `hashlib.sha256().update`)."""
+    digest = hashlib.sha256()
+    for line_hash in line_hashes:
+        digest.update(line_hash)
+    return digest.digest()
+
+
 NO_PROBLEM_PARAMS: tuple[None, None, None, None] = (None, None, None, None)
 
 
@@ -158,6 +169,10 @@ class AttemptView:
     has_skips: bool = False
     skips: dict[bytes, int] | None = None
     """sha256 -> seq of the lines an operator skipped (`skip`); loaded only when `has_skips`."""
+    compacted_seq: int = 0
+    compacted_sha256: bytes | None = None
+    """Seqs 1..compacted_seq have no hash of their own any more: theirs, in seq order, hash to
+    this digest (`compacted_digest`)."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any], run: RunView) -> AttemptView:
@@ -179,6 +194,8 @@ class AttemptView:
             last_line_time=row["last_line_time"],
             exit_status=row["exit_status"],
             has_skips=row["has_skips"],
+            compacted_seq=row["compacted_seq"],
+            compacted_sha256=row["compacted_sha256"],
         )
 
     @property
@@ -224,6 +241,9 @@ class BookView:
     problem_kinds: tuple[BookProblemKind, ...] = ()
     """The kinds of the book's standing problems (`book_problems`): a journal that is not a
     regular file, a swapped directory, a value Postgres refused, a same-named directory."""
+    starts_from_zero: bool = False
+    """Every foreign hello since byte 0 of the journal has its start in `stream_starts`."""
+    starts_recorded: int = 0
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> BookView:
@@ -238,6 +258,8 @@ class BookView:
             scan_epoch=row["scan_epoch"],
             error=ProblemRecord.from_row(row),
             problem_kinds=tuple(row["problem_kinds"] or ()),
+            starts_from_zero=row["starts_from_zero"],
+            starts_recorded=row["starts_recorded"],
         )
 
     def scan_params(self) -> tuple[Any, ...]:
@@ -251,6 +273,7 @@ class BookView:
             self.scan_stream,
             self.scan_mode,
             *error,
+            self.starts_from_zero,
             self.book_id,
             self.scan_epoch,
         )

@@ -51,6 +51,11 @@ class Metrics:
         self.pass_failures = Counter(
             prefix + "pass_failures", "Passes that could not finish", ["error"], registry=registry
         )
+        self.attempts_compacted = Counter(
+            prefix + "attempts_compacted",
+            "Quiet attempts whose line hashes became one digest",
+            registry=registry,
+        )
         self.problems = Counter(
             prefix + "problems",
             "Stream problems met (quarantines, gaps, parks), by kind",

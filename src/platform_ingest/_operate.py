@@ -1,9 +1,12 @@
 """What an operator (or the platform's launcher) does to a book: `name` a stream, `release` an
 attempt after looking at it.
 
-Both reset the book's scan hint and bump its epoch, so the next pass reads the journal from byte 0
-(a newly named stream may lie anywhere in it) and a pass that started before them cannot move the
-scan hint past what they changed (its compare-and-set on the epoch fails and it starts over).
+Both bump the book's scan epoch, so a pass that started before them cannot move the scan hint past
+what they changed (its compare-and-set on the epoch fails and it starts over). `name` keeps the
+book's reading position: it moves the scan back to where the named stream begins only if a pass
+already went past it (named mode keeps every foreign stream's start; `_books.scan_back_to_stream`).
+`release` resets it, so the next pass reads the journal from byte 0: the released stream's lines
+are read again, and a stream whose `finished` was applied is seen finished again.
 """
 
 from __future__ import annotations
@@ -12,7 +15,12 @@ import logging
 from dataclasses import dataclass
 
 from . import _sql
-from ._books import book_ref, register_book, require_stream_id
+from ._books import (
+    book_ref,
+    register_book,
+    require_stream_id,
+    scan_back_to_stream,
+)
 from ._cursor import RELEASABLE_STATES, AttemptState, problem_json
 from ._db import Database
 from ._remedies import default_operator, record_action
@@ -37,6 +45,11 @@ def name_stream(db: Database, book_dir: str, engine_run_id: str, *, new_run: boo
     require_stream_id(engine_run_id)
     book = register_book(db, book_dir)
     with db.transaction():
+        if db.fetch_one(_sql.PRUNED_STREAM_EXISTS, (book.book_id, engine_run_id)) is not None:
+            raise ConfigError(
+                f"stream {engine_run_id} was this book's and its run was pruned; its lines are "
+                "never applied again"
+            )
         existing = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))
         if existing is not None:
             if new_run:
@@ -60,7 +73,7 @@ def name_stream(db: Database, book_dir: str, engine_run_id: str, *, new_run: boo
         else:
             run_id = current.run_id or 0
         db.execute(_sql.ATTEMPT_INSERT, (book.book_id, run_id, engine_run_id, "pending"))
-        db.execute(_sql.BOOK_SCAN_RESET, (book.book_id,))
+        scan_back_to_stream(db, book, engine_run_id)
     logger.info(
         "book %s: stream %s named for run %d", book_ref(book.book_id), engine_run_id, run_id
     )

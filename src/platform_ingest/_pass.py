@@ -89,6 +89,8 @@ class PassReport:
     lines_read: int = 0
     lines_applied: int = 0
     duplicates: int = 0
+    unverified_duplicates: int = 0
+    """Duplicates of a compacted range that could not be compared (docs/platform/cursor.md)."""
     bytes_read: int = 0
     start_offset: int = 0
     hint_discarded: bool = False
@@ -212,7 +214,7 @@ class BookPass:
 
 class _Pass:
     """One start of a pass: the state loaded from Postgres, the rules over it, and the writer
-    (thrown away when the pass must start over). It is the rules' `HashLookup`."""
+    (thrown away when the pass must start over). It is the rules' `History`."""
 
     def __init__(self, owner: BookPass) -> None:
         self.owner = owner
@@ -245,6 +247,7 @@ class _Pass:
         """Problems of the whole book the pass itself found (the journal could not be read)."""
         self.problems_logged = 0
         self.hash_cache: dict[int, dict[int, bytes]] = {}
+        self.pruned: dict[str, bool] = {}
         self.sealed_hashes: BatchHashes = {}
         self.writer = Writer(self.db, owner.book_id, owner.commit_hook)
 
@@ -262,8 +265,16 @@ class _Pass:
             assert skips is not None
             skips[bytes(sha256)] = seq
 
+    def was_pruned(self, engine_run_id: str) -> bool:
+        """`History`: asked once a pass for each stream the book has no attempt of."""
+        found = self.pruned.get(engine_run_id)
+        if found is None:
+            row = self.db.fetch_one(_sql.PRUNED_STREAM_EXISTS, (self.book.book_id, engine_run_id))
+            found = self.pruned[engine_run_id] = row is not None
+        return found
+
     def applied_sha256(self, attempt: AttemptView, seq: int) -> bytes | None:
-        """`HashLookup`: from the batch sealed last, else from Postgres (a window of seqs at a
+        """`History`: from the batch sealed last, else from Postgres (a window of seqs at a
         time, cached for the pass)."""
         found = self.sealed_hashes.get((id(attempt), seq))
         if found is not None:
@@ -291,6 +302,7 @@ class _Pass:
         report.lines_read = rules.lines_read
         report.problems = self.found + rules.problems
         report.duplicates, report.parked = rules.duplicates, rules.parked
+        report.unverified_duplicates = rules.unverified
         return report
 
     def _run(self) -> None:
@@ -306,7 +318,7 @@ class _Pass:
                 with opened as journal:
                     self.rules.identity = journal.identity
                     start, section = self._start(journal)
-                    self.rules.enter(section)
+                    self.rules.enter(section, start=start)
                     self.report.start_offset = start
                     self._read(journal, start)
                     self.report.bytes_read = journal.bytes_read
@@ -402,9 +414,9 @@ class _Pass:
         self._move_scan_hint()
 
     def _move_scan_hint(self) -> None:
-        hint = self.rules.decided_hint()
+        hint, section = self.rules.scan_hint()
         if hint is not None:
-            self.book.scan, self.book.scan_stream = hint, self.rules.section
+            self.book.scan, self.book.scan_stream = hint, section
 
     def _flush(self) -> None:
         """Seal the batch and hand it to the writer (which first finishes the one before)."""

@@ -14,7 +14,12 @@ memory in the tests, and the same cases run against Postgres as a contract test.
   attempt (`_new_attempt`); in named mode a stream with no attempt is foreign (`_foreign`): skipped
   while none of ours is live, else the pass stops there and our attempt is parked;
 - a line that does not decode quarantines its stream, a hello of another major refuses it, a hello
-  of another book quarantines it; a line before any hello is recorded on the book.
+  of another book quarantines it; a line before any hello is recorded on the book;
+- a stream whose run was pruned is skipped; in named mode, where each foreign stream begins is
+  recorded (`Batch.starts`), so that naming it later reads from there and not from byte 0;
+- a line of a compacted range (seqs whose own hashes were compacted into one digest) read again
+  is judged by the digest the range's lines build in seq order (`_replayed`, and the guarantee in
+  docs/platform/cursor.md).
 
 Every decision changes the views (attempts, runs) and adds to the current `Batch`.
 """
@@ -23,8 +28,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ._apply import Batch
 from ._cursor import (
@@ -43,6 +48,7 @@ from ._journal import Hint
 from ._runs import RunView, StateEffect
 from .errors import (
     BookMismatch,
+    CompactedConflict,
     ForeignStreamAhead,
     HelloNotFirst,
     LineAfterFinished,
@@ -59,6 +65,13 @@ from .errors import (
 BatchHashes = dict[tuple[int, int], bytes]
 """(id of the attempt view, seq) -> the sha256 of the line applied there, for one batch."""
 
+REPLAY_WINDOW_SEQS = 4096
+"""How many of the latest seqs of a compacted range read again keep their hash for the pass: a
+repeat of one of them is compared exactly; a repeat further back counts as an unverified
+duplicate (never a conflict: its own hash is gone)."""
+STREAM_STARTS_MAX = 1024
+"""How many foreign stream starts a book keeps; past this, naming a stream reads from byte 0."""
+
 
 def stream_position(hello_offset: int) -> int:
     """A stream's place in its book: 1 + the byte offset of its hello (0 means "not seen yet").
@@ -68,13 +81,37 @@ def stream_position(hello_offset: int) -> int:
     return hello_offset + 1
 
 
-class HashLookup(Protocol):
-    """What was applied before the rules' current batch (the pass answers from the batches it
-    sealed and from Postgres; a test, from memory)."""
+class History(Protocol):
+    """What the platform holds from before the rules' current batch, looked up only when a line
+    needs it (the pass answers from the batches it sealed and from Postgres; a test, from memory)."""
 
     def applied_sha256(self, attempt: AttemptView, seq: int) -> bytes | None:
         """The sha256 of the line applied at `seq` of `attempt`; None when none is recorded."""
         ...
+
+    def was_pruned(self, engine_run_id: str) -> bool:
+        """True when the book's stream of this id was pruned with its run (`prune`)."""
+        ...
+
+
+@dataclass(eq=False)
+class _Replay:
+    """A compacted range being read again from its seq 1: the digest its lines build in order."""
+
+    attempt: AttemptView
+    start: Hint
+    """Just before the line that began it: while it is unfinished, the book's scan hint stays
+    here, so a pass that ends inside the range reads it again whole."""
+    start_section: str | None
+    next_seq: int = 1
+    digest: Any = field(default_factory=hashlib.sha256)
+    recent: dict[int, bytes] = field(default_factory=dict)
+    """seq -> sha256 of the latest `REPLAY_WINDOW_SEQS` seqs read"""
+    judged: bool = False
+    """The whole range was read and matched its digest: later repeats are compared with `recent`."""
+    judgeable: bool = True
+    """False once the range can no longer be read whole in this pass (a seq missing, another
+    section began): its lines are unverified duplicates from then on."""
 
 
 @dataclass(eq=False)
@@ -109,20 +146,20 @@ class StreamRules:
     """The per-line decisions of one pass over one book.
 
     `take` decides one line; `stopped` and `parked` say the pass must stop; `take_batch` hands
-    over what was decided since the last call. `lines_read`, `duplicates` and `problems` count
-    and list for the pass's report, and `decided_hint` is the place just past the last line
-    decided (where the book's scan hint may move).
+    over what was decided since the last call. `lines_read`, `duplicates`, `unverified` and
+    `problems` count and list for the pass's report, and `scan_hint` is where the book's scan
+    hint may move (just past the last line decided, unless a compacted range is being read).
     """
 
     def __init__(
-        self, state: BookState, mode: Mode, hashes: HashLookup, *, identity: str = ""
+        self, state: BookState, mode: Mode, history: History, *, identity: str = ""
     ) -> None:
         self.state = state
         self.book = state.book
         self.runs = state.runs
         self.attempts = state.attempts
         self.mode: Mode = mode
-        self.hashes = hashes
+        self.history = history
         self.identity = identity
         """The journal's file identity, written into every hint the rules move."""
         self.section: str | None = None
@@ -132,7 +169,14 @@ class StreamRules:
         self.batch_hashes: BatchHashes = {}
         self.problems: list[PassProblem] = []
         self.duplicates = 0
+        self.unverified = 0
+        """Duplicates of a compacted range that could not be compared (see `_Replay`)."""
         self.lines_read = 0
+        self._replays: dict[int, _Replay] = {}
+        self._open_replay: _Replay | None = None
+        """The unfinished replay of the section being read, if any."""
+        self._starts_seen: set[str] = set()
+        self._previous_section: str | None = None
         self.stopped = False
         self.parked = False
         self._decided_end = -1
@@ -155,10 +199,16 @@ class StreamRules:
                 revived.append(attempt)
         return revived
 
-    def enter(self, section: str | None) -> None:
-        """Reading starts inside `section`'s part of the file (None: before any hello)."""
+    def enter(self, section: str | None, *, start: int = 0) -> None:
+        """Reading starts at byte `start`, inside `section`'s part of the file (None: before any
+        hello). In named mode, a read from byte 0 records every foreign stream's start again."""
         self.section = section
         self.section_attempt = None if section is None else self.attempts.get(section)
+        if start == 0 and self.mode == "named":
+            self.book.starts_from_zero = True
+            self.book.starts_recorded = 0
+            self.batch.starts_reset = True
+            self.batch.book_changed = True
 
     def take(self, offset: int, raw: bytes | LineTooLong) -> bool:
         """Decide the complete line at `offset` (or the over-long one the reader skipped).
@@ -225,6 +275,14 @@ class StreamRules:
         if self._decided_end < 0:
             return None
         return Hint(self._decided_end, self._decided_size, self._decided_sha256, self.identity)
+
+    def scan_hint(self) -> tuple[Hint | None, str | None]:
+        """Where the book's scan hint may move, and the section it lies in: just past the last
+        line decided, or where the compacted range being read began (it must be read whole)."""
+        replay = self._open_replay
+        if replay is not None:
+            return replay.start, replay.start_section
+        return self.decided_hint(), self.section
 
     def take_batch(self) -> tuple[Batch, BatchHashes]:
         """What was decided since the last call, and the hashes it applied; a new batch starts."""
@@ -335,21 +393,25 @@ class StreamRules:
     def _own_stream(self, engine_run_id: str, offset: int) -> AttemptView | None:
         """Enter the section of a hello's stream; None when the stream is not ours."""
         attempt = self.attempts.get(engine_run_id)
+        if attempt is None and self.history.was_pruned(engine_run_id):
+            self._enter_section(engine_run_id, None)  # its run was pruned: never applied again
+            return None
         if attempt is None and self.mode == "auto":
             attempt = self._new_attempt(engine_run_id)
         if attempt is None:
             self._foreign(engine_run_id, offset)
             return None
-        self.section, self.section_attempt = engine_run_id, attempt
+        self._enter_section(engine_run_id, attempt)
         if attempt.stream_index is not None:
             self._supersede_before(attempt)
         return attempt
 
     def _foreign(self, engine_run_id: str, offset: int) -> None:
         """A hello of a stream not named for this book (named mode)."""
+        self._record_start(engine_run_id)
         ours = [a for a in self.attempts.values() if a.state in LIVE_STATES]
         if not ours:
-            self.section, self.section_attempt = engine_run_id, None
+            self._enter_section(engine_run_id, None)
             return
         self.stopped = True
         self.parked = True
@@ -357,6 +419,26 @@ class StreamRules:
             if attempt.state == "parked" and attempt.error and attempt.error.offset == offset:
                 continue
             self._problem(attempt, ForeignStreamAhead(offset=offset, engine_run_id=engine_run_id))
+
+    def _enter_section(self, engine_run_id: str, attempt: AttemptView | None) -> None:
+        """A hello begins `engine_run_id`'s part of the file. An unfinished replay of the section
+        left can no longer be read whole in this pass."""
+        self._leave_replay()
+        self._previous_section = self.section
+        self.section, self.section_attempt = engine_run_id, attempt
+
+    def _record_start(self, engine_run_id: str) -> None:
+        """Keep where a foreign stream begins (named mode), for `name` to read from there."""
+        book = self.book
+        if engine_run_id in self._starts_seen or not book.starts_from_zero:
+            return
+        self._starts_seen.add(engine_run_id)
+        if book.starts_recorded >= STREAM_STARTS_MAX:
+            book.starts_from_zero = False  # too many to keep: `name` reads from byte 0
+            self.batch.book_changed = True
+            return
+        book.starts_recorded += 1
+        self.batch.starts.append((engine_run_id, self.decided_hint() or Hint.NONE, self.section))
 
     def _new_attempt(self, engine_run_id: str) -> AttemptView:
         """Auto mode: a new stream joins the book's current run, or a new run if it ended."""
@@ -430,6 +512,8 @@ class StreamRules:
         self, attempt: AttemptView, line: Line, digest: bytes, offset: int, size: int
     ) -> None:
         """The line is the attempt's next seq: its effect joins the batch with the cursor."""
+        if self._open_replay is not None and self._open_replay.attempt is attempt:
+            self._leave_replay()  # a new seq came before the compacted range was read whole
         if attempt.state == "finished":
             self._problem(
                 attempt,
@@ -508,6 +592,11 @@ class StreamRules:
     def _duplicate(
         self, attempt: AttemptView, seq: int, digest: bytes, offset: int, size: int
     ) -> None:
+        if seq <= attempt.compacted_seq:
+            self._replayed(attempt, seq, digest, offset)
+            return
+        if self._open_replay is not None and self._open_replay.attempt is attempt:
+            self._leave_replay()  # a seq past the range came before the range was read whole
         if seq == attempt.last_seq and digest == attempt.last_line_sha256:
             applied: bytes | None = digest
             if attempt.hint_offset != offset + size or attempt.hint_file != self.identity:
@@ -531,16 +620,82 @@ class StreamRules:
         )
 
     def _applied_hash(self, attempt: AttemptView, seq: int) -> bytes | None:
-        """What was applied at (attempt, seq): in this batch, or before it (`HashLookup`)."""
+        """What was applied at (attempt, seq): in this batch, or before it (`History`)."""
         found = self.batch_hashes.get((id(attempt), seq))
         if found is not None:
             return found
-        return self.hashes.applied_sha256(attempt, seq)
+        return self.history.applied_sha256(attempt, seq)
+
+    def _replayed(self, attempt: AttemptView, seq: int, digest: bytes, offset: int) -> None:
+        """A line of the attempt's compacted range (seqs 1..compacted_seq), read again.
+
+        Read in seq order from seq 1, the range's lines build its digest: when the last one is
+        read, a digest that differs quarantines the stream (`CompactedConflict`). A repeat of a
+        seq read in the last `REPLAY_WINDOW_SEQS` is compared with that copy. What cannot be
+        compared (a repeat further back, a range met from its middle or left before its end) is
+        an unverified duplicate, never a conflict.
+        """
+        replay = self._replays.get(id(attempt))
+        if replay is None:
+            start = self.decided_hint() or Hint.NONE
+            replay = _Replay(attempt, start, self._previous_section, judgeable=seq == 1)
+            self._replays[id(attempt)] = replay
+        self.duplicates += 1
+        if replay.judgeable and seq == replay.next_seq:
+            replay.digest.update(digest)
+            replay.recent[seq] = digest
+            replay.recent.pop(seq - REPLAY_WINDOW_SEQS, None)
+            replay.next_seq += 1
+            self._open_replay = replay
+            if seq == attempt.compacted_seq:
+                self._judge(attempt, replay, offset)
+            return
+        seen = replay.recent.get(seq) if seq < replay.next_seq else None
+        if seen is None:
+            if seq > replay.next_seq and self._open_replay is replay:
+                self._leave_replay()  # a seq of the range is missing here: it cannot be judged
+            replay.judgeable = False
+            self.unverified += 1
+        elif seen != digest:
+            self.duplicates -= 1
+            self._problem(
+                attempt,
+                PayloadConflict(
+                    seq=seq, offset=offset, applied_sha256=seen.hex(), line_sha256=digest.hex()
+                ),
+            )
+
+    def _leave_replay(self) -> None:
+        """The open replay cannot be read whole in this pass any more: it stays unjudged."""
+        if self._open_replay is not None:
+            self._open_replay.judgeable = False
+            self._open_replay = None
+
+    def _judge(self, attempt: AttemptView, replay: _Replay, offset: int) -> None:
+        """The whole compacted range was read again: its digest must be the one kept."""
+        replay.judged, replay.judgeable = True, False
+        self._open_replay = None
+        read = replay.digest.digest()
+        if read != attempt.compacted_sha256:
+            self.duplicates -= 1
+            kept = attempt.compacted_sha256
+            self._problem(
+                attempt,
+                CompactedConflict(
+                    last_seq=attempt.compacted_seq,
+                    offset=offset,
+                    applied_sha256=kept.hex() if kept is not None else "(none)",
+                    read_sha256=read.hex(),
+                ),
+            )
 
     # --- problems ---------------------------------------------------------------------------
 
     def _problem(self, attempt: AttemptView, problem: StreamProblem) -> None:
         """Record a stream problem on its attempt: it stops (or parks), with its evidence."""
+        replay = self._replays.get(id(attempt))
+        if replay is not None and replay is self._open_replay:
+            self._open_replay = None  # the stream stops: nothing of it is read any more
         attempt.state = state_for_problem(problem.kind)
         attempt.error = ProblemRecord.of(problem)
         self.batch.touch(attempt)

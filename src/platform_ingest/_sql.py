@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code writes; a database at a higher version is refused."""
 
 
@@ -41,14 +41,16 @@ _RUN_COLUMNS = (
 _ATTEMPT_COLUMNS = (
     "attempt_id, run_id, engine_run_id, state, last_seq, last_line_sha256, hint_offset,"
     " hint_line_bytes, hint_file, stream_index, stream_version, chunker_version, error_kind,"
-    " error_seq, error_offset, error_detail, last_line_time, exit_status,"
+    " error_seq, error_offset, error_detail, last_line_time, exit_status, compacted_seq,"
+    " compacted_sha256,"
     " EXISTS (SELECT 1 FROM line_skips s WHERE s.attempt_id = attempts.attempt_id) AS has_skips"
 )
 _BOOK_COLUMNS = (
     "book_id, path, scan_offset, scan_line_bytes, scan_sha256, scan_file, scan_stream, scan_mode,"
-    " scan_epoch, error_kind, error_seq, error_offset, error_detail,"
+    " scan_epoch, error_kind, error_seq, error_offset, error_detail, starts_from_zero,"
     " ARRAY(SELECT p.kind FROM book_problems p WHERE p.book_id = books.book_id ORDER BY p.kind)"
-    " AS problem_kinds"
+    " AS problem_kinds,"
+    " (SELECT count(*) FROM stream_starts t WHERE t.book_id = books.book_id) AS starts_recorded"
 )
 
 # --- migrations -----------------------------------------------------------------------------
@@ -222,6 +224,76 @@ MIGRATIONS: dict[int, tuple[Statement, ...]] = {
                  PRIMARY KEY (attempt_id, seq))""",
         ),
     ),
+    3: (
+        # Bounded storage. `changed_at`: when the attempt last moved (a line, a state, a hint), so
+        # a quiet one can be found. `compacted_seq`/`compacted_sha256`: seqs 1..compacted_seq have
+        # no `line_hashes` rows any more; their hashes, in seq order, hash to `compacted_sha256`.
+        # `compaction_pending`: the digest is written and the rows are still being deleted.
+        _ddl(
+            "v3_attempts_compaction",
+            """ALTER TABLE attempts ADD COLUMN changed_at timestamptz NOT NULL DEFAULT now(),
+                 ADD COLUMN compacted_seq bigint NOT NULL DEFAULT 0 CHECK (compacted_seq >= 0),
+                 ADD COLUMN compacted_sha256 bytea,
+                 ADD COLUMN compacted_at timestamptz,
+                 ADD COLUMN compaction_pending boolean NOT NULL DEFAULT false""",
+        ),
+        _ddl(
+            "v3_attempts_to_compact",
+            """CREATE INDEX attempts_to_compact ON attempts (changed_at)
+                 WHERE compacted_seq = 0 AND last_seq > 0
+                   AND state IN ('finished', 'superseded', 'exited', 'disowned', 'abandoned')""",
+        ),
+        _ddl(
+            "v3_attempts_compaction_pending",
+            """CREATE INDEX attempts_compaction_pending ON attempts (attempt_id)
+                 WHERE compaction_pending""",
+        ),
+        # Where each foreign stream's hello lies (named mode): `name` moves the scan back to it
+        # instead of to byte 0. `starts_from_zero`: every foreign hello since byte 0 of the
+        # journal is recorded (else `name` must read the journal from byte 0 again).
+        _ddl(
+            "v3_stream_starts",
+            """CREATE TABLE stream_starts (
+                 book_id text NOT NULL REFERENCES books,
+                 engine_run_id text NOT NULL,
+                 hint_offset bigint NOT NULL CHECK (hint_offset >= 0),
+                 hint_line_bytes integer NOT NULL,
+                 hint_sha256 bytea,
+                 hint_file text,
+                 hint_stream text,
+                 PRIMARY KEY (book_id, engine_run_id))""",
+        ),
+        _ddl(
+            "v3_books_starts_from_zero",
+            "ALTER TABLE books ADD COLUMN starts_from_zero boolean NOT NULL DEFAULT false",
+        ),
+        # Ended runs, oldest first, for `prune` (pruned runs leave the index with their rows).
+        _ddl(
+            "v3_runs_ended",
+            """CREATE INDEX runs_ended ON runs (updated_at)
+                 WHERE state IN ('completed', 'failed', 'refused')""",
+        ),
+        # A stream whose run was pruned (`prune`): its lines, still in the journal, are never
+        # applied again. `cleanup_pending`: its attempt's hashes and its run's units are still
+        # being deleted, a bounded transaction at a time.
+        _ddl(
+            "v3_pruned_streams",
+            """CREATE TABLE pruned_streams (
+                 book_id text NOT NULL REFERENCES books,
+                 engine_run_id text NOT NULL,
+                 run_id bigint NOT NULL,
+                 attempt_id bigint NOT NULL,
+                 last_seq bigint NOT NULL,
+                 pruned_at timestamptz NOT NULL DEFAULT now(),
+                 cleanup_pending boolean NOT NULL DEFAULT true,
+                 PRIMARY KEY (book_id, engine_run_id))""",
+        ),
+        _ddl(
+            "v3_pruned_streams_cleanup",
+            """CREATE INDEX pruned_streams_cleanup ON pruned_streams (attempt_id)
+                 WHERE cleanup_pending""",
+        ),
+    ),
 }
 
 # --- books ----------------------------------------------------------------------------------
@@ -242,8 +314,14 @@ BOOK_SCAN_ADVANCE = _q(
     "book_scan_advance",
     """UPDATE books SET scan_offset = %s, scan_line_bytes = %s, scan_sha256 = %s, scan_file = %s,
          scan_stream = %s, scan_mode = %s, error_kind = %s, error_seq = %s, error_offset = %s,
-         error_detail = %s
+         error_detail = %s, starts_from_zero = %s
        WHERE book_id = %s AND scan_epoch = %s""",
+)
+BOOK_SCAN_BACK = _q(
+    "book_scan_back",
+    """UPDATE books SET scan_offset = %s, scan_line_bytes = %s, scan_sha256 = %s, scan_file = %s,
+         scan_stream = %s, scan_epoch = scan_epoch + 1
+       WHERE book_id = %s AND scan_offset > %s""",
 )
 BOOK_SCAN_RESET = _q(
     "book_scan_reset",
@@ -305,6 +383,27 @@ RUNS_OF_BOOKS = _q(
     f"SELECT {_RUN_COLUMNS} FROM runs WHERE book_id = ANY(%s) ORDER BY book_id, run_id",
 )
 
+# --- stream starts and pruned streams ---------------------------------------------------------
+
+STREAM_STARTS_INSERT = _q(
+    "stream_starts_insert",
+    """INSERT INTO stream_starts (book_id, engine_run_id, hint_offset, hint_line_bytes,
+         hint_sha256, hint_file, hint_stream)
+       SELECT %s, * FROM unnest(%b::text[], %b::bigint[], %b::integer[], %b::bytea[], %b::text[],
+         %b::text[])
+       ON CONFLICT (book_id, engine_run_id) DO NOTHING""",
+)
+STREAM_STARTS_FORGET = _q("stream_starts_forget", "DELETE FROM stream_starts WHERE book_id = %s")
+STREAM_START_OF = _q(
+    "stream_start_of",
+    """SELECT hint_offset, hint_line_bytes, hint_sha256, hint_file, hint_stream FROM stream_starts
+       WHERE book_id = %s AND engine_run_id = %s""",
+)
+PRUNED_STREAM_EXISTS = _q(
+    "pruned_stream_exists",
+    "SELECT 1 FROM pruned_streams WHERE book_id = %s AND engine_run_id = %s",
+)
+
 # --- attempts -------------------------------------------------------------------------------
 
 ATTEMPT_INSERT = _q(
@@ -335,31 +434,31 @@ ATTEMPT_ADVANCE = _q(
          hint_line_bytes = %s, hint_file = %s, stream_index = %s, stream_version = %s,
          chunker_version = %s, error_kind = %s, error_seq = %s, error_offset = %s,
          error_detail = %s, last_line_time = %s,
-         last_applied_at = CASE WHEN %s THEN now() ELSE last_applied_at END
+         last_applied_at = CASE WHEN %s THEN now() ELSE last_applied_at END, changed_at = now()
        WHERE attempt_id = %s AND last_seq = %s""",
 )
 ATTEMPT_RELEASE = _q(
     "attempt_release",
     """UPDATE attempts SET state = %s, error_kind = NULL, error_seq = NULL, error_offset = NULL,
-         error_detail = NULL
+         error_detail = NULL, changed_at = now()
        WHERE attempt_id = %s AND state = %s""",
 )
 ATTEMPT_QUARANTINE = _q(
     "attempt_quarantine",
     """UPDATE attempts SET state = 'quarantined', error_kind = %s, error_seq = %s,
-         error_offset = %s, error_detail = %s
+         error_offset = %s, error_detail = %s, changed_at = now()
        WHERE attempt_id = %s AND state = %s""",
 )
 ATTEMPT_EXITED = _q(
     "attempt_exited",
-    """UPDATE attempts SET exit_status = %s, exited_at = now(),
+    """UPDATE attempts SET exit_status = %s, exited_at = now(), changed_at = now(),
          state = CASE WHEN state IN ('pending', 'active') THEN 'exited' ELSE state END
        WHERE attempt_id = %s""",
 )
 ATTEMPT_SET_STATE = _q(
     "attempt_set_state",
     """UPDATE attempts SET state = %s, error_kind = NULL, error_seq = NULL, error_offset = NULL,
-         error_detail = NULL
+         error_detail = NULL, changed_at = now()
        WHERE attempt_id = %s AND state = %s""",
 )
 ATTEMPT_INSERT_DISOWNED = _q(
@@ -370,13 +469,104 @@ ATTEMPT_INSERT_DISOWNED = _q(
 ATTEMPTS_UNPARK = _q(
     "attempts_unpark",
     """UPDATE attempts SET state = CASE WHEN exit_status IS NULL THEN 'active' ELSE 'exited' END,
-         error_kind = NULL, error_seq = NULL, error_offset = NULL, error_detail = NULL
+         error_kind = NULL, error_seq = NULL, error_offset = NULL, error_detail = NULL,
+         changed_at = now()
        WHERE book_id = %s AND state = 'parked'""",
 )
 ATTEMPTS_OF_RUNS = _q(
     "attempts_of_runs",
     f"""SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ANY(%s)
         ORDER BY run_id, stream_index NULLS LAST, attempt_id""",
+)
+
+# --- compaction and pruning (bounded storage) ----------------------------------------------------
+
+QUIET_ATTEMPTS = _q(
+    "quiet_attempts",
+    """SELECT attempt_id FROM attempts
+       WHERE compacted_seq = 0 AND last_seq > 0
+         AND state IN ('finished', 'superseded', 'exited', 'disowned', 'abandoned')
+         AND changed_at < now() - make_interval(secs => %s)
+       ORDER BY changed_at LIMIT %s""",
+)
+COMPACTIONS_PENDING = _q(
+    "compactions_pending",
+    "SELECT attempt_id FROM attempts WHERE compaction_pending ORDER BY attempt_id LIMIT %s",
+)
+ATTEMPT_FOR_COMPACTION = _q(
+    "attempt_for_compaction",
+    """SELECT a.attempt_id, a.book_id, a.engine_run_id, a.state, a.last_seq, a.compacted_seq,
+         a.compaction_pending, a.changed_at < now() - make_interval(secs => %s) AS quiet,
+         EXISTS (SELECT 1 FROM attempts p WHERE p.book_id = a.book_id AND p.state = 'parked')
+           AS book_parked
+       FROM attempts a WHERE a.attempt_id = %s FOR UPDATE OF a""",
+)
+LINE_HASHES_PAGE = _q(
+    "line_hashes_page",
+    """SELECT seq, sha256 FROM line_hashes WHERE attempt_id = %s AND seq > %s AND seq <= %s
+       ORDER BY seq LIMIT %s""",
+)
+BOOK_LOCK_FOR_TRANSACTION = _q("book_lock_for_transaction", "SELECT pg_try_advisory_xact_lock(%s)")
+ATTEMPT_COMPACTED = _q(
+    "attempt_compacted",
+    """UPDATE attempts SET compacted_seq = %s, compacted_sha256 = %s, compacted_at = now(),
+         compaction_pending = true
+       WHERE attempt_id = %s AND last_seq = %s AND compacted_seq = 0""",
+)
+LINE_HASHES_DELETE_RANGE = _q(
+    "line_hashes_delete_range",
+    "DELETE FROM line_hashes WHERE attempt_id = %s AND seq > %s AND seq <= %s",
+)
+ATTEMPT_COMPACTION_DONE = _q(
+    "attempt_compaction_done",
+    "UPDATE attempts SET compaction_pending = false WHERE attempt_id = %s",
+)
+RUNS_TO_PRUNE = _q(
+    "runs_to_prune",
+    """SELECT r.run_id, r.book_id FROM runs r
+       WHERE r.state IN ('completed', 'failed', 'refused')
+         AND r.updated_at < now() - make_interval(secs => %s)
+         AND r.run_id < (SELECT max(l.run_id) FROM runs l WHERE l.book_id = r.book_id)
+         AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = r.run_id
+               AND (a.state IN ('pending', 'active', 'parked')
+                    OR a.changed_at >= now() - make_interval(secs => %s)))
+       ORDER BY r.updated_at LIMIT %s""",
+)
+RUN_FOR_PRUNING = _q(
+    "run_for_pruning",
+    f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s FOR UPDATE",
+)
+ATTEMPTS_OF_RUN_LOCK = _q(
+    "attempts_of_run_lock",
+    """SELECT attempt_id, engine_run_id, state, last_seq, compacted_seq, changed_at,
+         changed_at < now() - make_interval(secs => %s) AS quiet
+       FROM attempts WHERE run_id = %s ORDER BY attempt_id FOR UPDATE""",
+)
+PRUNED_STREAM_INSERT = _q(
+    "pruned_stream_insert",
+    """INSERT INTO pruned_streams (book_id, engine_run_id, run_id, attempt_id, last_seq)
+       VALUES (%s, %s, %s, %s, %s)""",
+)
+LINE_SKIPS_OF_RUN_DELETE = _q(
+    "line_skips_of_run_delete",
+    """DELETE FROM line_skips WHERE attempt_id IN
+         (SELECT attempt_id FROM attempts WHERE run_id = %s)""",
+)
+ATTEMPTS_OF_RUN_DELETE = _q("attempts_of_run_delete", "DELETE FROM attempts WHERE run_id = %s")
+RUN_DELETE = _q("run_delete", "DELETE FROM runs WHERE run_id = %s")
+PRUNE_CLEANUP_PENDING = _q(
+    "prune_cleanup_pending",
+    """SELECT attempt_id, run_id, last_seq FROM pruned_streams WHERE cleanup_pending
+       ORDER BY attempt_id LIMIT %s""",
+)
+RUN_UNITS_DELETE_SOME = _q(
+    "run_units_delete_some",
+    """DELETE FROM run_units WHERE run_id = %s AND unit IN
+         (SELECT unit FROM run_units WHERE run_id = %s LIMIT %s)""",
+)
+PRUNE_CLEANUP_DONE = _q(
+    "prune_cleanup_done",
+    "UPDATE pruned_streams SET cleanup_pending = false WHERE attempt_id = %s AND cleanup_pending",
 )
 
 # --- operator actions -------------------------------------------------------------------

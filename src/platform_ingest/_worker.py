@@ -43,7 +43,9 @@ from pathlib import Path
 from typing import Literal
 
 from ._apply import CommitStage
+from ._compact import QUIET_FOR_S_DEFAULT
 from ._db import Database, DatabaseSettings
+from ._housekeeping import Housekeeping
 from ._logs import FieldsLogger
 from ._membership import application_name, check_worker_id, new_worker_id, roots_digest
 from ._metrics import Metrics
@@ -80,6 +82,8 @@ class WorkerSettings:
     metrics_port: int | None = None
     metrics_address: str = "127.0.0.1"
     """Where the metrics are served: loopback unless the operator opens it."""
+    compact_quiet_s: float | None = QUIET_FOR_S_DEFAULT
+    """Compact attempts quiet for this long (`_housekeeping`); None: never."""
 
 
 def worker_database_settings() -> DatabaseSettings:
@@ -130,6 +134,18 @@ class Worker:
             application_name=application_name(self.worker_id, self.digest),
         )
         self.metrics = Metrics()
+        self.housekeeping = (
+            None
+            if settings.compact_quiet_s is None
+            else Housekeeping(
+                dsn,
+                quiet_for_s=settings.compact_quiet_s,
+                interval_s=settings.survey_interval_s,
+                database_settings=database_settings or worker_database_settings(),
+                metrics=self.metrics,
+                log=FieldsLogger(logger, {"worker": self.worker_id}),
+            )
+        )
         self.metrics_port: int | None = None
         self.log = FieldsLogger(logger, {"worker": self.worker_id})
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
@@ -181,9 +197,13 @@ class Worker:
             self.settings.mode,
         )
         watcher.start()
+        if self.housekeeping is not None:
+            self.housekeeping.start()
         try:
             self._loop()
         finally:
+            if self.housekeeping is not None:
+                self.housekeeping.stop()
             watcher.stop()
             self.db.close()  # ends the session: the other workers take the books over
         self.log.info("worker %s stopped", self.worker_id)

@@ -333,6 +333,22 @@ class PayloadConflict(StreamProblem):
         self.line_sha256 = line_sha256
 
 
+class CompactedConflict(PayloadConflict):
+    """Lines of a compacted range, read again, do not hash to the digest kept for it: some line of
+    seqs 1..`last_seq` changed, which one is no longer known (its own hash was compacted away)."""
+
+    def __init__(self, *, last_seq: int, offset: int, applied_sha256: str, read_sha256: str):
+        StreamProblem.__init__(
+            self,
+            f"seqs 1..{last_seq} were compacted to the digest {applied_sha256}; the lines read "
+            f"again hash to {read_sha256} (a line of them changed; which one is no longer known)",
+            seq=last_seq,
+            offset=offset,
+        )
+        self.applied_sha256 = applied_sha256
+        self.line_sha256 = read_sha256
+
+
 class SequenceGap(StreamProblem):
     """A line skips seqs: lines were lost, nothing after the hole is applied."""
 

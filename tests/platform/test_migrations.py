@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from platform_ingest import Database, _sql, migrate, schema_version
+from platform_ingest._compact import compact_quiet
 from platform_ingest._show import show_state
 from platform_journals import RUN_A, finished, hello, spend, sweep, unit_done, write
 
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.postgres
 RELEASED_STEPS = {
     1: "ca77a643ada39f4b0f49be96dc1d41cf8a44f12f6deb54345eb42530fc3a104a",
     2: "2e08c385b5baedb8c7640c2350dab650b7f415ab752d46436699a9ac37888c21",
+    3: "8fc163e49f1020dc49e7a4e1fe64ba66888e0464e73ad6ba8bf91766c338ad8e",
 }
 """The sha256 of each released step's statements. A released step is followed, never edited: a
 database migrated by it must reach the same schema as one that runs it today."""
@@ -84,3 +86,45 @@ def _write_step_1_rows(db: Database, book: Path) -> None:
         for seq, digest in enumerate(line_hashes, start=1):
             sql.execute("INSERT INTO line_hashes VALUES (1, %s, %s)", (seq, digest))
         sql.execute("INSERT INTO run_units VALUES (1, 'u-1', 0, 1, 2)")
+
+
+def test_a_populated_step_2_database_upgrades_and_its_old_attempts_compact(
+    empty_dsn: str, tmp_path: Path
+) -> None:
+    """Step 3 (bounded storage) keeps every row of a step 2 database, audit and skips included;
+    an attempt from before it is quiet only a quiet period after the upgrade, then compacts, and a
+    re-read of its lines is judged by the digest."""
+    db = Database(empty_dsn)
+    try:
+        assert migrate(db, target=1) == (0, 1)
+        book = tmp_path / "books" / "book-1"
+        book.mkdir(parents=True)
+        lines = [hello(), unit_done(2, "u-1", 0), spend(3, 70)]
+        write(book, *lines)
+        _write_step_1_rows(db, book)
+        assert migrate(db, target=2) == (1, 2)
+        with psycopg.connect(db.dsn, autocommit=True) as sql:
+            sql.execute(
+                "INSERT INTO operator_actions (book_id, engine_run_id, action, by_whom, reason)"
+                " VALUES ('book-1', %s, 'release', 'ops', 'looked')",
+                (RUN_A,),
+            )
+            sql.execute("INSERT INTO line_skips VALUES (1, 3, '\\x00', 1)")
+            sql.execute("UPDATE attempts SET state = 'exited', exit_status = 0")
+        assert migrate(db) == (2, _sql.SCHEMA_VERSION)
+        (shown,) = show_state(db)["books"]
+        assert [action["action"] for action in shown["actions"]] == ["release"]
+        (run,) = shown["runs"]
+        assert (run["units"], run["committed_micro_usd"]) == (["u-1"], 70)
+        assert compact_quiet(db, quiet_for_s=3600).compacted == []  # changed at the upgrade
+        assert compact_quiet(db, quiet_for_s=0).compacted == [1]
+        with psycopg.connect(db.dsn, autocommit=True) as sql:
+            assert sql.execute("SELECT count(*) FROM line_hashes").fetchone() == (0,)
+            assert sql.execute("SELECT count(*) FROM line_skips").fetchone() == (1,)
+        write(book, *lines)  # a new inode: the pass reads from byte 0
+        report = sweep(db, book)
+        assert (report.lines_applied, report.duplicates, report.unverified_duplicates) == (0, 3, 0)
+        (attempt,) = show_state(db)["books"][0]["runs"][0]["attempts"]
+        assert (attempt["state"], attempt["error"]) == ("exited", None)
+    finally:
+        db.close()

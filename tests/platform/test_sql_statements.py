@@ -19,9 +19,11 @@ from psycopg.types.json import Jsonb
 
 import platform_ingest
 from platform_ingest import Database, _sql, migrate
+from platform_ingest._compact import compact_quiet
 from platform_ingest._db import set_statement_hook
 from platform_ingest._membership import live_workers
 from platform_ingest._operate import name_stream, release_attempt
+from platform_ingest._prune import prune_runs
 from platform_ingest._remedies import abandon_attempt, disown_stream, report_exit, skip_line
 from platform_ingest._repair import repair_book
 from platform_ingest._schema import require_current
@@ -50,6 +52,8 @@ GROWING_TABLES = {
     "book_problems",
     "operator_actions",
     "line_skips",
+    "stream_starts",
+    "pruned_streams",
 }
 SHA = hashlib.sha256(b"x").digest()
 
@@ -64,7 +68,22 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "book_select_by_path": ("/books/book-00042",),
     "book_lock": (1,),
     "book_unlock": (1,),
-    "book_scan_advance": (10, 5, SHA, "1:2", "s", "auto", None, None, None, None, "book-00042", 0),
+    "book_scan_advance": (
+        10,
+        5,
+        SHA,
+        "1:2",
+        "s",
+        "auto",
+        None,
+        None,
+        None,
+        None,
+        True,
+        "book-00042",
+        0,
+    ),
+    "book_scan_back": (10, 5, SHA, "1:2", "s", "book-00042", 10),
     "book_scan_reset": ("book-00042",),
     "book_problem_set": ("book-00042", "journal_not_regular", "a FIFO", None),
     "book_problems_clear": ("book-00042", ["journal_not_regular", "database_refused"]),
@@ -117,6 +136,28 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "units_insert": ([42], ["u-x"], [1], [42], [3]),
     "units_of_runs": ([42, 43],),
     "workers_live": (),
+    "stream_starts_insert": ("book-00042", ["s-1"], [10], [5], [SHA], ["1:2"], [None]),
+    "stream_starts_forget": ("book-00042",),
+    "stream_start_of": ("book-00042", "stream-00042"),
+    "pruned_stream_exists": ("book-00042", "stream-00042"),
+    "quiet_attempts": (60.0, 64),
+    "compactions_pending": (64,),
+    "attempt_for_compaction": (60.0, 42),
+    "line_hashes_page": (42, 0, 500, 50000),
+    "book_lock_for_transaction": (1,),
+    "attempt_compacted": (8, SHA, 42, 8),
+    "line_hashes_delete_range": (42, 0, 10000),
+    "attempt_compaction_done": (42,),
+    "runs_to_prune": (60.0, 60.0, 256),
+    "run_for_pruning": (42,),
+    "attempts_of_run_lock": (60.0, 42),
+    "pruned_stream_insert": ("book-00042", "stream-x", 42, 42, 8),
+    "line_skips_of_run_delete": (42,),
+    "attempts_of_run_delete": (42,),
+    "run_delete": (42,),
+    "prune_cleanup_pending": (256,),
+    "run_units_delete_some": (42, 42, 10000),
+    "prune_cleanup_done": (42,),
     "attempts_lag_of_books": (["book-00042", "book-00043"],),
 }
 
@@ -162,6 +203,15 @@ def filled(pg_admin_dsn: str, pg_template: str) -> Iterator[psycopg.Connection[t
         )
         connection.execute(
             "INSERT INTO line_skips SELECT a, 7, '\\x00'::bytea, 1 FROM generate_series(1, 5000) a"
+        )
+        connection.execute(
+            "INSERT INTO stream_starts SELECT 'book-' || lpad((1 + n % 5000)::text, 5, '0'),"
+            " 'stream-' || n, n, 5, '\\x00'::bytea, '1:2', NULL FROM generate_series(1, 20000) n"
+        )
+        connection.execute(
+            "INSERT INTO pruned_streams (book_id, engine_run_id, run_id, attempt_id, last_seq,"
+            " cleanup_pending) SELECT 'book-' || lpad((1 + n % 5000)::text, 5, '0'),"
+            " 'pruned-' || n, n, n, 9, n % 100 = 0 FROM generate_series(1, 20000) n"
         )
         connection.execute("ANALYZE")
         yield connection
@@ -330,6 +380,16 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         abandoned = make_book("book-abandoned")
         name_stream(db, str(abandoned), RUN_A)
         abandon_attempt(db, str(abandoned), RUN_A, reason="never started")
+        started = make_book("book-started")  # a foreign stream passed, then named: read from it
+        name_stream(db, str(started), RUN_A)
+        write(started, hello(RUN_A, book="book-started"), hello(RUN_B, book="book-started"))
+        sweep(db, started, auto=False)
+        name_stream(db, str(started), RUN_B)
+        sweep(db, started, auto=False)
+        compact_quiet(db, quiet_for_s=0.0)
+        prune_runs(db, older_than_s=0.0)
+        db.execute(_sql.BOOK_SCAN_RESET, ("book-vectors",))
+        sweep(db, book)  # from byte 0: the pruned streams are skipped
         show_state(db, [str(named)])
         live_workers(db)
     finally:

@@ -1,0 +1,279 @@
+"""Bounded storage against a real Postgres: compaction (its steps, its lock, a crash at any step,
+a real SIGKILL), pruning (audited, tombstoned, never re-applied), and `name` keeping the book's
+reading position."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from platform_ingest import ConfigError, Database
+from platform_ingest._books import book_lock_key
+from platform_ingest._compact import _record_digest, compact_quiet
+from platform_ingest._cursor import compacted_digest
+from platform_ingest._operate import name_stream
+from platform_ingest._prune import prune_runs
+from platform_ingest._show import show_state
+from platform_journals import (
+    BIN,
+    RUN_A,
+    RUN_B,
+    RUN_C,
+    append,
+    book_state,
+    finished,
+    hello,
+    spend,
+    sweep,
+    unit_done,
+    write,
+)
+
+pytestmark = pytest.mark.postgres
+
+MakeBook = Callable[[str], Path]
+Sql = psycopg.Connection[tuple[object, ...]]
+
+
+def _hash_rows(sql: Sql) -> int:
+    row = sql.execute("SELECT count(*) FROM line_hashes").fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def _attempt(sql: Sql, engine_run_id: str) -> tuple[object, ...]:
+    row = sql.execute(
+        "SELECT attempt_id, compacted_seq, compacted_sha256, compaction_pending FROM attempts"
+        " WHERE engine_run_id = %s",
+        (engine_run_id,),
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def _finished_stream(book: Path, lines: int, run: str = RUN_A) -> list[bytes]:
+    body = [spend(seq, seq) for seq in range(2, lines)]
+    return [hello(run, book=book.name), *body, finished(lines, money=lines - 1)]
+
+
+# --- compaction ---------------------------------------------------------------------------------
+
+
+def test_compaction_keeps_one_digest_and_a_reread_is_judged_by_it(
+    db: Database, sql: Sql, make_book: MakeBook
+) -> None:
+    """A finished attempt's hashes become the digest of its line hashes in seq order; a re-read
+    from byte 0 of the same bytes is all duplicates, of changed bytes a conflict."""
+    book = make_book("book-1")
+    lines = _finished_stream(book, 300)
+    write(book, *lines)
+    sweep(db, book)
+    assert compact_quiet(db, quiet_for_s=3600).compacted == []  # not quiet for an hour yet
+    report = compact_quiet(db, quiet_for_s=0)
+    (attempt_id, compacted_seq, digest, pending) = _attempt(sql, RUN_A)
+    assert report.compacted == report.finished_deleting == [attempt_id]
+    assert report.rows_deleted == 300
+    assert (compacted_seq, pending, _hash_rows(sql)) == (300, False, 0)
+    assert digest == compacted_digest(hashlib.sha256(line).digest() for line in lines)
+    write(book, *lines)
+    assert sweep(db, book).duplicates == 300
+    write(book, *lines[:100], spend(101, 7), *lines[101:])
+    sweep(db, book)
+    error = book_state(db, book)["runs"][0]["attempts"][0]["error"]
+    assert (error["kind"], error["seq"]) == ("payload_conflict", 300)
+
+
+def test_compaction_leaves_a_book_a_pass_is_reading(
+    db: Database, fresh_dsn: str, make_book: MakeBook
+) -> None:
+    """The book's advisory lock, held by a pass, makes compaction leave the book for later."""
+    book = make_book("book-1")
+    write(book, *_finished_stream(book, 5))
+    sweep(db, book)
+    with psycopg.connect(fresh_dsn, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (book_lock_key("book-1"),))
+        report = compact_quiet(db, quiet_for_s=0)
+        assert list(report.skipped.values()) == ["a pass is reading the book"]
+    assert compact_quiet(db, quiet_for_s=0).compacted != []
+
+
+def test_compaction_waits_while_the_book_has_a_parked_stream(
+    db: Database, make_book: MakeBook
+) -> None:
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    name_stream(db, str(book), RUN_C)
+    write(book, hello(RUN_C), spend(2, 5), finished(3, money=5), hello(RUN_A), hello(RUN_B))
+    sweep(db, book, auto=False)
+    states = {a["engine_run_id"]: a["state"] for a in book_state(db, book)["runs"][0]["attempts"]}
+    assert states == {RUN_A: "parked", RUN_C: "finished"}
+    assert compact_quiet(db, quiet_for_s=0).compacted == []
+
+
+@pytest.mark.parametrize("crash", ["after_digest", "after_some_deletes"])
+def test_a_compaction_cut_short_is_finished_by_the_next(
+    crash: str, db: Database, sql: Sql, make_book: MakeBook
+) -> None:
+    """A crash after the digest is written (or after some rows are deleted) loses nothing: the
+    rows left are never read again, a re-read is judged by the digest, and the next compaction
+    deletes them."""
+    book = make_book("book-1")
+    lines = _finished_stream(book, 50)
+    write(book, *lines)
+    sweep(db, book)
+    (attempt_id, *_) = _attempt(sql, RUN_A)
+    assert isinstance(attempt_id, int)
+    digest = compacted_digest(hashlib.sha256(line).digest() for line in lines)
+    assert _record_digest(db, "book-1", attempt_id, 50, digest, quiet_for_s=0) is None
+    if crash == "after_some_deletes":
+        sql.execute("DELETE FROM line_hashes WHERE seq <= 20")
+    write(book, *lines)
+    report = sweep(db, book)
+    assert (report.duplicates, report.unverified_duplicates) == (50, 0)
+    assert _attempt(sql, RUN_A)[3] is True  # still pending
+    finished_now = compact_quiet(db, quiet_for_s=3600)  # pending work is not waiting for quiet
+    assert finished_now.finished_deleting == [attempt_id]
+    assert (_hash_rows(sql), _attempt(sql, RUN_A)[3]) == (0, False)
+
+
+def test_compaction_killed_before_and_during_its_deletes_loses_nothing(
+    db: Database, fresh_dsn: str, sql: Sql, make_book: MakeBook
+) -> None:
+    """`platform-ingest compact` killed with SIGKILL before it writes the digest, then while it
+    deletes the rows (slowed by a trigger, and killed once the digest is seen in Postgres): the
+    attempt is untouched, then compacted with the right digest and rows left; a rerun finishes,
+    and a re-read from byte 0 is all duplicates."""
+    book = make_book("book-1")
+    lines = _finished_stream(book, 40_000)
+    write(book, *lines)
+    sweep(db, book)
+    expected = compacted_digest(hashlib.sha256(line).digest() for line in lines)
+    sql.execute(
+        "CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$"
+    )
+    sql.execute(
+        "CREATE TRIGGER slow_delete BEFORE DELETE ON line_hashes"
+        " FOR EACH STATEMENT EXECUTE FUNCTION slow_delete()"
+    )
+    env = {**os.environ, "PLATFORM_INGEST_DSN": fresh_dsn}
+    argv = [str(BIN / "platform-ingest"), "compact", "--quiet-for-s", "0"]
+
+    early = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    early.send_signal(signal.SIGKILL)  # before the interpreter has even imported the package
+    early.wait()
+    assert _attempt(sql, RUN_A)[1:] == (0, None, False)
+    assert _hash_rows(sql) == 40_000
+
+    during = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while _attempt(sql, RUN_A)[1] == 0:
+        assert time.monotonic() < deadline, "the digest was never written"
+        assert during.poll() is None, "compact ended before it wrote the digest"
+        time.sleep(0.01)
+    during.send_signal(signal.SIGKILL)
+    during.wait()
+    assert _attempt(sql, RUN_A)[1:] == (40_000, expected, True)
+    assert 0 < _hash_rows(sql) <= 40_000
+
+    write(book, *lines)  # read again while rows are left: the digest answers, never the rows
+    report = sweep(db, book)
+    assert (report.duplicates, report.lines_applied, report.problems) == (40_000, 0, [])
+    rerun = subprocess.run(argv, env=env, capture_output=True, check=False)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _attempt(sql, RUN_A)[1:] == (40_000, expected, False)
+    assert _hash_rows(sql) == 0
+
+
+# --- pruning ------------------------------------------------------------------------------------
+
+
+def test_prune_deletes_an_old_ended_run_audited_and_its_streams_never_come_back(
+    db: Database, sql: Sql, make_book: MakeBook
+) -> None:
+    book = make_book("book-1")
+    first = [hello(RUN_A), unit_done(2, "u-1", 0), spend(3, 40), finished(4, money=40)]
+    write(book, *first, hello(RUN_B), spend(2, 50))
+    sweep(db, book)
+    assert [run["state"] for run in book_state(db, book)["runs"]] == ["completed", "running"]
+    assert prune_runs(db, older_than_s=3600).pruned == []
+    dry = prune_runs(db, older_than_s=0, dry_run=True)
+    assert len(dry.pruned) == 1
+    assert len(book_state(db, book)["runs"]) == 2
+    report = prune_runs(db, older_than_s=0, by="ops", reason="retention")
+    (pruned,) = report.pruned
+    assert (pruned["state"], [s["engine_run_id"] for s in pruned["streams"]]) == (
+        "completed",
+        [RUN_A],
+    )
+    assert report.cleaned == 1
+    shown = book_state(db, book)
+    assert [run["state"] for run in shown["runs"]] == ["running"]
+    (action,) = shown["actions"]
+    assert (action["action"], action["by"], action["reason"]) == ("prune", "ops", "retention")
+    assert action["evidence"]["committed_micro_usd"] == 40
+    assert sql.execute("SELECT count(*) FROM run_units").fetchone() == (0,)
+    write(book, *first, hello(RUN_B), spend(2, 50), spend(3, 60))  # a re-read from byte 0
+    report_after = sweep(db, book)
+    assert report_after.lines_applied == 1
+    runs = book_state(db, book)["runs"]
+    assert [(run["state"], run["committed_micro_usd"]) for run in runs] == [("running", 60)]
+    with pytest.raises(ConfigError, match="pruned"):
+        name_stream(db, str(book), RUN_A)
+
+
+def test_prune_never_takes_the_latest_run_or_a_live_one(db: Database, make_book: MakeBook) -> None:
+    book = make_book("book-1")
+    write(book, hello(RUN_A), finished(2, money=0))
+    sweep(db, book)
+    assert prune_runs(db, older_than_s=0).pruned == []  # the book's latest run
+    append(book, hello(RUN_B), spend(2, 1))
+    sweep(db, book)
+    assert [run["state"] for run in book_state(db, book)["runs"]] == ["completed", "running"]
+    assert [p["run_id"] for p in prune_runs(db, older_than_s=0).pruned] != []
+    assert [run["state"] for run in show_state(db)["books"][0]["runs"]] == ["running"]
+
+
+# --- resumes ------------------------------------------------------------------------------------
+
+
+def test_naming_a_stream_already_passed_reads_from_its_hello(
+    db: Database, make_book: MakeBook
+) -> None:
+    """Named mode records where each foreign stream begins: naming one moves the scan back to
+    its hello, not to byte 0; naming one not written yet keeps the scan where it is."""
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    ours = [hello(RUN_A), *[spend(seq, seq) for seq in range(2, 500)], finished(500, money=499)]
+    theirs = [hello(RUN_B), spend(2, 600)]
+    write(book, *ours, *theirs)
+    sweep(db, book, auto=False)
+    size_before_b = len(b"".join(ours))
+    name_stream(db, str(book), RUN_B, new_run=True)
+    report = sweep(db, book, auto=False)
+    assert (report.start_offset, report.lines_applied) == (size_before_b, 2)
+    assert report.bytes_read <= len(b"".join(theirs)) + len(ours[-1]) + 1
+    end = (book / "events.jsonl").stat().st_size
+    name_stream(db, str(book), RUN_C)
+    append(book, hello(RUN_C), spend(2, 700))
+    resumed = sweep(db, book, auto=False)
+    assert (resumed.start_offset, resumed.lines_applied) == (end, 2)
+
+
+def test_naming_reads_from_byte_0_when_the_starts_are_not_known(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A book last read in auto mode has no record of foreign starts: `name` reads it all."""
+    book = make_book("book-1")
+    write(book, hello(RUN_A), spend(2, 5))
+    sweep(db, book)  # auto
+    name_stream(db, str(book), RUN_B)
+    assert sweep(db, book, auto=False).start_offset == 0
