@@ -1,14 +1,14 @@
 """What each line does to its stream's cursor: the rules of SPEC § 6, as a pure decision core.
 
 `StreamRules` decides over an explicit state value, a `BookState` (the book, its runs and their
-attempts as a pass loaded them), and asks a `HashLookup` what was applied at an earlier seq. It
+attempts as a pass loaded them), and asks a `History` what was applied at an earlier seq. It
 does no I/O: the pass (`_pass`) reads the journal, hands each line to `take`, and writes what was
 decided (`take_batch`) with the cursors in one transaction. The same rules run over journals in
 memory in the tests, and the same cases run against Postgres as a contract test.
 
 - a line of a stream the pass follows: `seq == last_seq + 1` is applied (`_apply`), `seq <=
   last_seq` is a duplicate compared with the sha256 applied at that seq — ANY earlier seq, looked
-  up in the batch or through the `HashLookup` (`_duplicate`), and `seq > last_seq + 1` is a gap
+  up in the batch or through the `History` (`_duplicate`), and `seq > last_seq + 1` is a gap
   that stalls the attempt;
 - a hello enters its stream's part of the file (`_hello`): in auto mode a new stream gets an
   attempt (`_new_attempt`); in named mode a stream with no attempt is foreign (`_foreign`): skipped
