@@ -13,6 +13,9 @@ Everything a line may hold must be storable in Postgres: no U+0000 in any string
 jsonb cannot hold it), the strings of known fields within their byte bounds. And a line is one
 compact object with exactly the keys seq, type, time, data in that order, no key twice in any
 object (the JSON parser would silently keep the last one).
+
+A line as the emitter writes it takes a fast path, a few checks of its parsed value; any other line
+is judged rule by rule, so that its refusal is that of the first rule it breaks (`decode_line`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .errors import (
     HelloNotFirst,
     InvalidJson,
     InvalidUtf8,
+    LineRefused,
     LineTooLong,
     MalformedLine,
     MoneyNotInteger,
@@ -65,7 +69,13 @@ IDENTIFIER_BYTES_MAX = 255
 TEXT_BYTES_MAX = 4096
 """The longest free-text string, in UTF-8 bytes: `bank_stop.signature`."""
 
+_FITS_ANY_BOUND = IDENTIFIER_BYTES_MAX // 4
+"""A string of at most this many characters fits every bound without being measured in bytes:
+a character is at most 4 bytes of UTF-8."""
+
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+_CLOCK = re.compile(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z")
+"""What follows a real day in `time` (from its 12th character): a real time of that day."""
 _VERSION = re.compile(r"([0-9]+)\.([0-9]+)")
 _BOM = b"\xef\xbb\xbf"
 _JSON_TYPES = {bool: "a bool", int: "an integer", float: "a float", str: "a string"}
@@ -73,6 +83,12 @@ _FRAME_KEYS = ("seq", "type", "time", "data")
 _STRING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 """A JSON string token, escapes included (`\\"` does not end it, `\\\\` is one escape)."""
 _WHITESPACE = re.compile(rb"[ \t\n\r]")
+# Bound once for the fast path of `decode_line`, which uses them on every line; `tuple.__new__`
+# builds a `Line` without the named tuple's own `__new__` (a Python function).
+_loads = orjson.loads
+_dumps = orjson.dumps
+_AS_LINE = orjson.OPT_APPEND_NEWLINE
+_new_line = tuple.__new__
 
 
 class Line(NamedTuple):
@@ -85,16 +101,73 @@ class Line(NamedTuple):
 
 
 class _TimeMemo:
-    """The last time string found valid: lines of one commit share their time."""
+    """The last time found valid (the lines of one commit share it), and its day (`YYYY-MM-DDT`:
+    the commits of one day share it). Each is equal to no JSON value until a valid time is seen."""
 
-    last: object = object()  # equal to no JSON value until a valid time is seen
+    __slots__ = ("day", "last")
+
+    def __init__(self) -> None:
+        self.last: object = object()
+        self.day: object = object()
+
+
+_TIME_MEMO = _TimeMemo()
 
 
 def decode_line(raw: bytes) -> Line:
     """Decode one complete line (its bytes end with `\\n`) or raise a `LineRefused` subclass.
 
     The error's `offset` is left for the caller, who knows where the line starts.
+
+    A line as the emitter writes it is accepted after one parse and a few checks of the parsed
+    value. It is exactly what orjson writes back from that value, newline included, which proves
+    it UTF-8 and compact, without a key twice, a byte-order mark or a carriage return. The check
+    of its type returns whether its data is closed (only known fields, their strings free of
+    U+0000): a closed line holds U+0000 nowhere and nests 4 deep at most, so only the bytes of
+    another line are searched for the escape `\\u0000` and counted for depth. A line not so
+    accepted, valid or not, is judged rule by rule by `_decode_precisely`: a refusal is always
+    that of the first rule the line breaks.
     """
+    if len(raw) <= LINE_BYTES_MAX:
+        try:
+            value = _loads(raw)  # the newline is JSON whitespace: no copy without it
+            first, second, third, fourth = value  # ValueError: not four members
+            canonical = (
+                type(value) is dict
+                and first == "seq"
+                and second == "type"
+                and third == "time"
+                and fourth == "data"
+                and _dumps(value, option=_AS_LINE) == raw
+            )
+        except (ValueError, TypeError):  # also orjson's: not JSON, or nested past its limit
+            canonical = False
+        if canonical:
+            seq, kind, time, data = value.values()
+            if (
+                type(seq) is int
+                and 0 < seq <= BIGINT_MAX
+                and type(kind) is str
+                and (time == _TIME_MEMO.last or _is_time(time))
+                and type(data) is dict
+            ):
+                check = _CHECKS.get(kind)
+                try:
+                    closed = check is not None and check(data, seq)
+                except LineRefused:  # maybe not the first rule the line breaks: judged below
+                    pass
+                else:
+                    if closed or (
+                        kind
+                        and raw.count(b"[") + raw.count(b"{") <= NESTING_DEPTH_MAX
+                        and raw.find(b"\\u0000") == -1
+                    ):
+                        return _new_line(Line, (seq, kind, time, data))
+    return _decode_precisely(raw)
+
+
+def _decode_precisely(raw: bytes) -> Line:
+    """Judge a line rule by rule, in this order, and raise the refusal of the first it breaks."""
     if len(raw) > LINE_BYTES_MAX:
         raise LineTooLong(len(raw), LINE_BYTES_MAX)
     if raw[-1:] != b"\n":
@@ -108,7 +181,7 @@ def decode_line(raw: bytes) -> Line:
         if depth > NESTING_DEPTH_MAX:
             raise NestingTooDeep(depth, NESTING_DEPTH_MAX)
     try:
-        value = orjson.loads(raw)  # the newline is JSON whitespace: no copy without it
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         try:
             raw.decode("utf-8")
@@ -117,9 +190,8 @@ def decode_line(raw: bytes) -> Line:
         raise InvalidJson(f"not JSON: {error}") from error
     if type(value) is not dict:
         raise NotAnObject("the line is not a JSON object")
-    # Every line the emitter writes is exactly what orjson writes back from its value (the newline
-    # aside): that alone proves it compact, with no key twice. Another writer's escapes or number
-    # forms get the precise look.
+    # What orjson writes back from the value (the newline aside) is compact, with no key twice;
+    # another writer's escapes or number forms get the precise look.
     body = raw[:-1]
     if orjson.dumps(value) != body:
         _check_compact(body, value)
@@ -140,10 +212,8 @@ def decode_line(raw: bytes) -> Line:
     if type(kind) is not str or not kind:
         raise WrongType("type", "a non-empty string", seq=seq)
     time: Any = value["time"]
-    if time != _TimeMemo.last:
-        if type(time) is not str or _TIME.fullmatch(time) is None or not _real_instant(time):
-            raise WrongType("time", "a real instant, RFC 3339 UTC with milliseconds and Z", seq=seq)
-        _TimeMemo.last = time
+    if time != _TIME_MEMO.last and not _is_time(time):
+        raise WrongType("time", "a real instant, RFC 3339 UTC with milliseconds and Z", seq=seq)
     data = value["data"]
     if type(data) is not dict:
         raise WrongType("data", "a JSON object", seq=seq)
@@ -190,12 +260,23 @@ def _contains_nul(value: object) -> bool:
     return False
 
 
-def _real_instant(time: str) -> bool:
-    """Whether a time of the right shape names a real instant (no 30 February, no hour 24)."""
-    try:
-        dt.datetime.fromisoformat(time[:-1])
-    except ValueError:
+def _is_time(time: object) -> bool:
+    """Whether `time` is RFC 3339 UTC with milliseconds and Z, in ASCII digits, naming a real
+    instant (no 30 February, no hour 24); remembered when it is, and its day with it."""
+    if type(time) is not str:
         return False
+    if time[:11] == _TIME_MEMO.day:  # a day found real: only the clock is left to judge
+        if _CLOCK.fullmatch(time, 11) is None:
+            return False
+    else:
+        if _TIME.fullmatch(time) is None:
+            return False
+        try:
+            dt.datetime.fromisoformat(time[:-1])
+        except ValueError:
+            return False
+        _TIME_MEMO.day = time[:11]
+    _TIME_MEMO.last = time
     return True
 
 
@@ -288,7 +369,14 @@ def reads_major(version: str) -> bool:
     return major is not None and major in SUPPORTED_MAJORS
 
 
-def _check_hello(data: dict[str, Any], seq: int) -> None:
+# Each check refuses data that breaks a rule of its type and returns whether the data is closed:
+# only its known fields, none of their strings holding U+0000. A closed line can hold U+0000
+# nowhere and nests 4 deep at most, so the fast path of `decode_line` searches its bytes for
+# neither. The types a stream carries once (hello, bank_stop, ceiling, finished) prove nothing:
+# their bytes are searched.
+
+
+def _check_hello(data: dict[str, Any], seq: int) -> bool:
     # The version and the stream id are kept even from another major's hello (its refusal names
     # the stream), so their bounds apply before the major is judged.
     _string(data, "stream_version", seq)
@@ -319,46 +407,91 @@ def _check_hello(data: dict[str, Any], seq: int) -> None:
         raise HelloNotFirst(
             f"a hello must carry seq 1, found seq {seq}", seq=seq, engine_run_id=run_id
         )
+    return False
 
 
-def _check_progress(data: dict[str, Any], seq: int) -> None:
-    for name, counts in _object(data, "phases", seq).items():
-        if len(name) * 4 > IDENTIFIER_BYTES_MAX:  # inline: every phase of every snapshot
-            _bounded(name, "a phase name", IDENTIFIER_BYTES_MAX, seq)
-        if type(counts) is not dict:
-            raise WrongType(f"phases.{name}", "a JSON object", seq=seq)
-        done, total = counts.get("done"), counts.get("total")
-        if type(done) is int and type(total) is int and 0 <= done <= total <= BIGINT_MAX:
-            continue
-        _count(counts, "done", seq, field=f"phases.{name}.done")
-        _count(counts, "total", seq, field=f"phases.{name}.total")
-        raise WrongType(f"phases.{name}.done", f"at most phases.{name}.total", seq=seq)
+def _check_progress(data: dict[str, Any], seq: int) -> bool:
+    phases = data.get("phases")
+    if type(phases) is not dict:
+        raise WrongType("phases", "a JSON object", seq=seq)
+    closed = len(data) == 1
+    for name, counts in phases.items():  # every phase of every snapshot: the usual case inline
+        try:
+            done, total = counts["done"], counts["total"]
+        except (KeyError, TypeError):  # a count missing, or not an object: judged below
+            done = total = None
+        if not (
+            type(done) is int
+            and type(total) is int
+            and 0 <= done <= total <= BIGINT_MAX
+            and len(name) <= _FITS_ANY_BOUND
+            and len(counts) == 2
+            and "\x00" not in name
+        ):
+            _check_phase(name, counts, seq)
+            closed = False
+    return closed
 
 
-def _check_unit_done(data: dict[str, Any], seq: int) -> None:
-    _string(data, "unit", seq)
+def _check_phase(name: str, counts: Any, seq: int) -> None:
+    """Refuse a phase that breaks a rule; a long name within its bound, U+0000 in the name (the
+    line's bytes are searched for it) or other fields beside the counts pass."""
+    _bounded(name, "a phase name", IDENTIFIER_BYTES_MAX, seq)
+    if type(counts) is not dict:
+        raise WrongType(f"phases.{name}", "a JSON object", seq=seq)
+    done, total = counts.get("done"), counts.get("total")
+    if type(done) is int and type(total) is int and 0 <= done <= total <= BIGINT_MAX:
+        return
+    _count(counts, "done", seq, field=f"phases.{name}.done")
+    _count(counts, "total", seq, field=f"phases.{name}.total")
+    raise WrongType(f"phases.{name}.done", f"at most phases.{name}.total", seq=seq)
+
+
+def _check_unit_done(data: dict[str, Any], seq: int) -> bool:
+    try:
+        unit, index = data["unit"], data["index"]
+    except KeyError:  # judged below
+        unit = index = None
+    if (
+        type(unit) is str
+        and unit
+        and len(unit) <= _FITS_ANY_BOUND
+        and type(index) is int
+        and 0 <= index <= BIGINT_MAX
+    ):
+        return len(data) == 2 and "\x00" not in unit
+    _string(data, "unit", seq)  # refuses a wrong type, measures a long string's bytes
     if not data["unit"]:
         raise WrongType("unit", "a non-empty string", seq=seq)
     _count(data, "index", seq)
+    return False
 
 
-def _check_bank_stop(data: dict[str, Any], seq: int) -> None:
+def _check_bank_stop(data: dict[str, Any], seq: int) -> bool:
     _string(data, "signature", seq, limit_bytes=TEXT_BYTES_MAX)
+    return False
 
 
-def _check_ceiling(data: dict[str, Any], seq: int) -> None:
+def _check_ceiling(data: dict[str, Any], seq: int) -> bool:
     if type(data.get("halted")) is not bool:
         raise WrongType("halted", "a bool", seq=seq)
     _string(data, "scope", seq)
     if "shortfall_micro_usd" in data:  # since 1.3; a 1.2 writer leaves it out
         _money(data, "shortfall_micro_usd", seq)
+    return False
 
 
-def _check_spend(data: dict[str, Any], seq: int) -> None:
-    _money(data, "committed_micro_usd", seq)
+def _check_spend(data: dict[str, Any], seq: int) -> bool:
+    try:
+        money = data["committed_micro_usd"]
+    except KeyError:
+        money = None
+    if type(money) is not int or not 0 <= money <= BIGINT_MAX:
+        _money(data, "committed_micro_usd", seq)  # refuses it, naming what it found
+    return len(data) == 1
 
 
-def _check_finished(data: dict[str, Any], seq: int) -> None:
+def _check_finished(data: dict[str, Any], seq: int) -> bool:
     _string(data, "outcome", seq)
     code = data.get("exit_code")
     if type(code) is not int or not 0 <= code <= 255:
@@ -372,6 +505,7 @@ def _check_finished(data: dict[str, Any], seq: int) -> None:
     if "money" in data:  # since 1.3
         money = _object(data, "money", seq)
         _money(money, "committed_micro_usd", seq, field="money.committed_micro_usd")
+    return False
 
 
 _CHECKS = {

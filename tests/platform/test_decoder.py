@@ -8,7 +8,10 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from platform_ingest import (
     LINE_BYTES_MAX,
@@ -21,12 +24,14 @@ from platform_ingest import (
     NotAnObject,
     UnsupportedVersion,
     WrongType,
+    _decode,
     decode_line,
 )
-from platform_ingest._decode import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX
+from platform_ingest._decode import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX, Line
 from platform_ingest._journal import Hint, Journal, file_identity
 from platform_ingest.errors import (
     DuplicateKey,
+    LineRefused,
     MalformedLine,
     NotCompact,
     NulCharacter,
@@ -73,6 +78,22 @@ T = "2026-11-30T02:08:57.213Z"
         (line(3, "bank_stop", {"signature": "s" * 4097}), StringTooLong, 3),
         (spend(2, 1).replace(T.encode(), b"2026-02-30T02:08:57.213Z"), WrongType, 2),
         (line(2, "progress", {"phases": {"a": {"done": 3, "total": 2}}}), WrongType, 2),
+        (line(2, "x", {}).replace(b"{}}", b"[" * 300 + b"]" * 300 + b"}"), NestingTooDeep, None),
+        (
+            spend(2, 1).replace(b"1}}", b'1,"x":' + b"[" * 65 + b"]" * 65 + b"}}"),
+            NestingTooDeep,
+            None,
+        ),
+        (line(3, "spend", {"committed_micro_usd": 1, "note": "a\x00"}), NulCharacter, 3),
+        (line(3, "progress", {"phases": {"a\x00": {"done": 0, "total": 1}}}), NulCharacter, 3),
+        (
+            line(3, "progress", {"phases": {"a": {"done": 0, "total": 1, "k": ["\x00"]}}}),
+            NulCharacter,
+            3,
+        ),
+        (line(3, "unit_done", {"unit": "u", "index": 0, "\x00": 1}), NulCharacter, 3),
+        (line(3, "unit_done", {"unit": "u"}), WrongType, 3),
+        (line(3, "progress", {"phases": {"a": [0, 1]}}), WrongType, 3),
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else None,
 )
@@ -81,6 +102,38 @@ def test_each_refusal_has_its_own_type(raw: bytes, error: type[Exception], seq: 
     with pytest.raises(error) as caught:
         decode_line(raw)
     assert getattr(caught.value, "seq", None) == seq
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (line(3, "unit_done", {"unit": "u"}), "index"),
+        (line(3, "unit_done", {"index": 0}), "unit"),
+        (line(3, "unit_done", {"unit": "", "index": 0}), "unit"),
+        (line(3, "unit_done", {"unit": "u", "index": -1}), "index"),
+        (line(3, "unit_done", {"unit": 7, "index": "0"}), "unit"),
+        (line(3, "spend", {"other": 1}), "committed_micro_usd"),
+        (line(3, "progress", {}), "phases"),
+        (line(3, "progress", {"phases": {"a": {"done": 0}}}), "phases.a.total"),
+        (line(3, "progress", {"phases": {"a": {"total": 0}}}), "phases.a.done"),
+        (line(3, "progress", {"phases": {"a": 1}}), "phases.a"),
+        (
+            line(3, "progress", {"phases": {"a": {"done": 0, "total": 1}, "b": {"done": 2}}}),
+            "phases.b.total",
+        ),
+        (
+            line(3, "progress", {"phases": {"a": {"done": 2, "total": 1}, "b": None}}),
+            "phases.a.done",
+        ),
+    ],
+)
+def test_a_refusal_names_the_first_field_at_fault(raw: bytes, field: str) -> None:
+    """A known field missing, of the wrong type or out of range is refused under its own name,
+    the first in the data's order when several are wrong."""
+    with pytest.raises((WrongType, MoneyNotInteger)) as caught:
+        decode_line(raw)
+    assert isinstance(caught.value, WrongType | MoneyNotInteger)
+    assert (caught.value.field, caught.value.seq) == (field, 3)
 
 
 @pytest.mark.parametrize("amount", [1.5, "null", "12", None, -3, True], ids=repr)
@@ -150,13 +203,31 @@ def test_string_too_long_names_its_field_and_bound_not_its_value(
     assert "€" not in str(caught.value)
 
 
-def test_the_time_memo_never_lets_an_impossible_time_through() -> None:
-    """Lines of one commit share their time, so the last valid time is remembered; a time that is
-    not remembered is judged in full, whatever came before it."""
+@pytest.mark.parametrize(
+    "impossible",
+    [
+        "2026-11-30T24:00:00.000Z",
+        "2026-11-30T23:60:00.000Z",
+        "2026-11-30T23:59:60.000Z",
+        "2026-11-30T2:08:57.213Z",
+        "2026-11-30T02:08:57.213",
+        "2026-11-30T02:08:57.2130Z",
+        "2026-11-30T\uff10\uff12:08:57.213Z",
+        "2026-11-31T02:08:57.213Z",
+        "2026-02-29T02:08:57.213Z",
+        "2026-13-01T02:08:57.213Z",
+    ],
+)
+def test_the_time_memo_never_lets_an_impossible_time_through(impossible: str) -> None:
+    """Lines of one commit share their time, and commits of one day their day, so the last valid
+    time and its day are remembered; on a remembered day the clock is still judged in full, and
+    any other time is judged whole, whatever came before it."""
     for _ in range(2):
         assert decode_line(spend(2, 1)).time == T
         with pytest.raises(WrongType, match="time"):
-            decode_line(spend(3, 1).replace(T.encode(), b"2026-11-30T24:00:00.000Z"))
+            decode_line(spend(3, 1).replace(T.encode(), impossible.encode()))
+    assert decode_line(spend(4, 1).replace(T.encode(), b"2026-11-30T23:59:59.999Z"))
+    assert decode_line(spend(5, 1).replace(T.encode(), b"2028-02-29T00:00:00.000Z"))
 
 
 def test_another_writers_escapes_read_like_the_emitters_bytes() -> None:
@@ -204,6 +275,111 @@ def test_new_refusals_are_malformed(raw: bytes) -> None:
     with pytest.raises(MalformedLine) as caught:
         decode_line(raw)
     assert caught.value.kind == "malformed"
+
+
+# -- the fast path and the precise judge -------------------------------------------------------
+
+VALID_DATA: dict[str, dict[str, object]] = {
+    "hello": {"stream_version": "1.4", "engine_run_id": "r", "book_id": "b", "chunker_version": ""},
+    "progress": {"phases": {"draft": {"done": 1, "total": 2}, "edit": {"done": 0, "total": 0}}},
+    "unit_done": {"unit": "unit-0001", "index": 0},
+    "bank_stop": {"signature": "s"},
+    "ceiling": {"halted": True, "scope": "book", "shortfall_micro_usd": 1},
+    "spend": {"committed_micro_usd": 250_000},
+    "finished": {
+        "outcome": "clean",
+        "exit_code": 0,
+        "stop": None,
+        "refusal": None,
+        "volume": {"units_done": 1, "units_total": 1},
+        "money": {"committed_micro_usd": 1},
+    },
+    "a_newer_type": {"note": [1, {"k": "v"}]},
+}
+"""A valid data object of every type, and of a type this reader does not know."""
+
+strings = st.text(max_size=6) | st.sampled_from(
+    ["", "\x00", "a\x00", "\\u0000", "a" * 63, "a" * 64, "é" * 127 + "a", "é" * 128, "€" * 86]
+)
+"""Strings around what the checks look at: U+0000 (and its look-alike), the bounds, emptiness."""
+numbers = st.sampled_from([-1, 0, 1, 2, 255, 256, 2**63 - 1, 2**63, 2**64 - 1, 1.0, 0.5, True])
+json_values = st.recursive(
+    st.none() | st.booleans() | numbers | st.integers() | strings,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(strings, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def lines_near_valid(draw: st.DrawFn) -> bytes:
+    """A valid line of any type with a few of its members replaced, added or removed, at the top
+    of `data` or one object down (a phase's counts, `volume`, `money`), or in the frame; written
+    as orjson writes it (the emitter's form) or, now and then, with another writer's escapes."""
+    kind = draw(st.sampled_from(sorted(VALID_DATA)))
+    data = orjson.loads(orjson.dumps(VALID_DATA[kind]))
+    frame: dict[str, object] = {"seq": 1 if kind == "hello" else 2, "type": kind, "time": T}
+    for _ in range(draw(st.integers(0, 3))):
+        inner = [v for v in data.values() if isinstance(v, dict)]
+        inner += [v for p in inner for v in p.values() if isinstance(v, dict)]
+        target = draw(st.sampled_from([data, frame, *inner]))
+        action = draw(st.sampled_from(["replace", "add", "remove"]))
+        if action == "replace" and target:
+            target[draw(st.sampled_from(sorted(target)))] = draw(json_values)
+        elif action == "add":
+            target[draw(strings)] = draw(json_values)
+        elif action == "remove" and target:
+            del target[draw(st.sampled_from(sorted(target)))]
+    frame.setdefault("data", data)
+    if draw(st.integers(0, 9)) == 0:
+        frame = dict(draw(st.permutations(list(frame.items()))))
+    if draw(st.integers(0, 9)) == 0:
+        return json.dumps(frame, separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n"
+    try:
+        return orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:  # an integer past 64 bits
+        return json.dumps(frame, separators=(",", ":")).encode() + b"\n"
+
+
+def judged(decode: Callable[[bytes], Line], raw: bytes) -> object:
+    try:
+        return decode(raw)
+    except LineRefused as error:
+        return type(error), str(error), vars(error)
+
+
+def assert_fast_path_agrees(raw: bytes) -> None:
+    assert judged(decode_line, raw) == judged(_decode._decode_precisely, raw), raw[:300]
+
+
+@given(lines_near_valid())
+def test_the_fast_path_reaches_the_precise_verdict(raw: bytes) -> None:
+    """`decode_line` accepts a line it can prove valid in a few steps and leaves every other line
+    to `_decode_precisely`, which judges each rule in turn: on lines a step away from valid, of
+    every type, the two reach the same line or the same refusal (type, detail, fields)."""
+    assert_fast_path_agrees(raw)
+
+
+@settings(max_examples=20_000)
+@pytest.mark.slow
+@given(lines_near_valid())
+def test_the_fast_path_reaches_the_precise_verdict_thoroughly(raw: bytes) -> None:
+    """The same check at a fuzzing budget (run with --run-slow)."""
+    assert_fast_path_agrees(raw)
+
+
+@pytest.mark.parametrize("kind", sorted(VALID_DATA))
+def test_the_emitters_lines_take_the_fast_path(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every valid line as the emitter writes it is accepted without the precise judge (which is
+    several times slower), with unknown fields beside the known ones too."""
+
+    def not_called(raw: bytes) -> Line:
+        raise AssertionError(raw)
+
+    seq = 1 if kind == "hello" else 2
+    monkeypatch.setattr(_decode, "_decode_precisely", not_called)
+    for data in (VALID_DATA[kind], {**VALID_DATA[kind], "since_1_9": {"x": [None, 1.5]}}):
+        raw = orjson.dumps({"seq": seq, "type": kind, "time": T, "data": data}) + b"\n"
+        assert decode_line(raw) == (seq, kind, T, data)
 
 
 def _lines(path: Path, start: int = 0) -> list[tuple[int, bytes | LineTooLong]]:
