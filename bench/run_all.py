@@ -6,8 +6,9 @@ Each benchmark measures the project and its floor (or a baseline) in the same ru
 ratio; this runner collects their figures and writes one page: a table per benchmark (the project's
 figure, the floor or baseline, the ratio, the target), the machine it ran on, and how to rerun it.
 
-- `bench/bench_emitter.py --json` and `bench/bench_ingest.py --json` (and `--big`) print their
-  figures as JSON;
+- `bench/bench_emitter.py --json`, `bench/bench_ingest.py --json` (and `--big`) and
+  `bench/bench_decode.py --json` print their figures as JSON (with notes to print under them, such
+  as the machine's load while the figures were taken);
 - `bench/bench_worker.py`, when present, is run with the options its `--help` offers (`--json` if
   it has it; otherwise its printed figures are kept as they are).
 
@@ -37,11 +38,13 @@ FULL = {
     "emitter": [],
     "ingest": [],
     "ingest-big": ["--big"],
+    "decode": [],
 }
 QUICK = {
     "emitter": ["--events", "500", "--batched-events", "20000", "--memory-events", "100000"],
     "ingest": ["--lines", "20000", "--naive-lines", "2000"],
     "ingest-big": ["--big", "--big-bytes", "50000000"],
+    "decode": ["--streams", "20", "--rounds", "7"],
 }
 WORKER_QUICK = {
     "--lines": "200",
@@ -58,6 +61,7 @@ class Result:
     command: list[str]
     seconds: float = 0.0
     figures: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     text: str = ""
     error: str = ""
 
@@ -82,7 +86,9 @@ def run(title: str, command: list[str], *, as_json: bool) -> Result:
         return result
     if as_json:
         last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "{}"
-        result.figures = json.loads(last).get("figures", [])
+        printed = json.loads(last)
+        result.figures = printed.get("figures", [])
+        result.notes = printed.get("notes", [])
         result.text = done.stderr
     else:
         result.text = done.stdout
@@ -187,6 +193,8 @@ def render(results: list[Result], *, quick: bool, started: str, command: str) ->
                     f"| {_ratio(item.get('ratio'))} | {item.get('target', '')} |"
                 )
             lines.append("")
+            for note in result.notes:
+                lines += [note, ""]
         elif result.text.strip():
             lines += [
                 "Its figures, as it prints them:",
@@ -245,6 +253,13 @@ def main() -> None:
                 as_json=True,
             )
         )
+    results.append(
+        run(
+            "Platform decoder: a line against orjson.loads",
+            ["bench/bench_decode.py", "--json", *sizes["decode"]],
+            as_json=True,
+        )
+    )
     worker = worker_command(args.quick, args.dsn)
     if worker is not None:
         command, as_json = worker
