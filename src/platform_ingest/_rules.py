@@ -422,7 +422,11 @@ class StreamRules:
 
     def _enter_section(self, engine_run_id: str, attempt: AttemptView | None) -> None:
         """A hello begins `engine_run_id`'s part of the file. An unfinished replay of the section
-        left can no longer be read whole in this pass."""
+        left can no longer be read whole in this pass (a hello of the same stream again is one of
+        its repeats, and leaves nothing)."""
+        if engine_run_id == self.section:
+            self.section_attempt = attempt
+            return
         self._leave_replay()
         self._previous_section = self.section
         self.section, self.section_attempt = engine_run_id, attempt
