@@ -5,6 +5,7 @@ reading position."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import subprocess
@@ -19,6 +20,10 @@ from platform_ingest import ConfigError, Database
 from platform_ingest._books import book_lock_key
 from platform_ingest._compact import _record_digest, compact_quiet
 from platform_ingest._cursor import compacted_digest
+from platform_ingest._db import DatabaseSettings
+from platform_ingest._housekeeping import Housekeeping
+from platform_ingest._logs import FieldsLogger
+from platform_ingest._metrics import Metrics
 from platform_ingest._operate import name_stream
 from platform_ingest._prune import prune_runs
 from platform_ingest._show import show_state
@@ -277,3 +282,43 @@ def test_naming_reads_from_byte_0_when_the_starts_are_not_known(
     sweep(db, book)  # auto
     name_stream(db, str(book), RUN_B)
     assert sweep(db, book, auto=False).start_offset == 0
+
+
+# --- the worker's housekeeping ------------------------------------------------------------------
+
+
+def test_housekeeping_compacts_in_rounds_and_survives_postgres_away(
+    db: Database, fresh_dsn: str, sql: Sql, make_book: MakeBook
+) -> None:
+    """A round compacts what is quiet and counts it; a round with Postgres away logs and returns
+    (the next one tries again); stop ends the thread."""
+    book = make_book("book-1")
+    write(book, *_finished_stream(book, 20))
+    sweep(db, book)
+    metrics = Metrics()
+    log = FieldsLogger(logging.getLogger("platform_ingest"), {"worker": "w-test"})
+    settings = DatabaseSettings(connect_timeout_s=1, reconnect_attempts_max=0)
+    keeper = Housekeeping(
+        fresh_dsn,
+        quiet_for_s=0,
+        interval_s=0.05,
+        database_settings=settings,
+        metrics=metrics,
+        log=log,
+    )
+    keeper.round()
+    assert _hash_rows(sql) == 0
+    assert metrics.registry.get_sample_value("platform_ingest_attempts_compacted_total") == 1
+    away = Housekeeping(
+        "postgresql://nobody@127.0.0.1:1/none",
+        quiet_for_s=0,
+        interval_s=0.05,
+        database_settings=settings,
+        metrics=metrics,
+        log=log,
+    )
+    away.round()  # logs a warning, raises nothing
+    keeper.start()
+    time.sleep(0.2)
+    keeper.stop()
+    away.stop()
