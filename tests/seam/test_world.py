@@ -51,6 +51,8 @@ from engine_events import (
 )
 from engine_events.testing import AFTER_COMMIT, CRASH_POINTS, EngineWorld, SimulatedCrash
 from platform_ingest import BookPass, Database, DatabaseError, register_book
+from platform_ingest._compact import compact_quiet
+from platform_ingest._cursor import compacted_digest
 from seam_model import (
     COMMIT_FAULTS,
     STATS,
@@ -399,6 +401,21 @@ class SeamWorld(RuleBasedStateMachine):
         count, _ = applied_prefix(self.committed, cursors)
         assert count == len(before.keys), "a pass left complete lines unapplied"
 
+    @rule(steps=st.one_of(st.none(), st.integers(0, 6)))
+    def compact(self, steps: int | None) -> None:
+        """The platform compacts every attempt in a quiet state (no wait for quiet time), to the
+        end or cut short after a few of its bounded steps, as a crash leaves it."""
+        self._count("compact")
+        taken = itertools.count()
+
+        def stopping() -> bool:
+            return steps is not None and next(taken) >= steps
+
+        report = compact_quiet(self.db, quiet_for_s=0, stopping=stopping)
+        STATS["attempts compacted"] += len(report.compacted)
+        if report.compacted and steps is not None:
+            STATS["compactions cut short"] += 1
+
     @rule(
         how=st.sampled_from(
             ["hash", "offset_past_end", "offset_mid_line", "file", "tailer_restart", "lost"]
@@ -437,8 +454,16 @@ class SeamWorld(RuleBasedStateMachine):
         assert book_error is None
         assert runs == expected_runs(applied)
         rows = {(run_id, seq): line for run_id, seq, line in self.world.committed()}
+        compacted = self.faults.compacted_ranges(self.book_id)
         hashes = self.faults.applied_hashes(self.book_id)
-        assert hashes == {(run_id, seq): sha256(rows[run_id, seq]) for run_id, seq, *_ in applied}
+        assert hashes == {
+            (run_id, seq): sha256(rows[run_id, seq])
+            for run_id, seq, *_ in applied
+            if seq > compacted.get(run_id, (0, b""))[0]
+        }
+        for run_id, (through, digest) in compacted.items():
+            lines = (rows[run_id, seq] for seq in range(1, through + 1))
+            assert digest == compacted_digest(sha256(line) for line in lines)
 
     # -- helpers ---------------------------------------------------------------------------------
 
