@@ -5,6 +5,7 @@ reading position."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import signal
@@ -322,3 +323,39 @@ def test_housekeeping_compacts_in_rounds_and_survives_postgres_away(
     time.sleep(0.2)
     keeper.stop()
     away.stop()
+
+
+def test_two_compactors_and_a_pass_at_once_agree(
+    db: Database, fresh_dsn: str, sql: Sql, make_book: MakeBook
+) -> None:
+    """Two `compact` processes and a `sweep` re-reading the whole journal run at the same time:
+    every attempt ends compacted once with the right digest, and the pass finds no problem."""
+    book = make_book("book-1")
+    streams = [_finished_stream(book, 15_000, run) for run in (RUN_A, RUN_B, RUN_C)]
+    write(book, *[raw for stream in streams for raw in stream])
+    sweep(db, book)
+    write(book, *[raw for stream in streams for raw in stream])  # a new inode: read from byte 0
+    env = {**os.environ, "PLATFORM_INGEST_DSN": fresh_dsn}
+    exe = str(BIN / "platform-ingest")
+    processes = [
+        subprocess.Popen([exe, "compact", "--quiet-for-s", "0"], env=env, stdout=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    processes.append(
+        subprocess.Popen(
+            [exe, "sweep", "--auto", "--json", str(book)], env=env, stdout=subprocess.PIPE
+        )
+    )
+    outputs = [process.communicate(timeout=120)[0] for process in processes]
+    assert [process.returncode for process in processes] == [0, 0, 0]
+    compacted = [json.loads(output)["compacted"] for output in outputs[:2]]
+    assert sorted(compacted[0] + compacted[1]) == sorted(set(compacted[0] + compacted[1]))
+    swept = json.loads(outputs[2])
+    assert (swept["lines_applied"], swept["problems"]) == (0, [])
+    compact_quiet(db, quiet_for_s=0)  # whatever a busy book made them leave
+    for run, stream in zip((RUN_A, RUN_B, RUN_C), streams, strict=True):
+        digest = compacted_digest(hashlib.sha256(raw).digest() for raw in stream)
+        assert _attempt(sql, run)[1:] == (15_000, digest, False)
+    assert _hash_rows(sql) == 0
+    write(book, *[raw for stream in streams for raw in stream])
+    assert sweep(db, book).problems == []
