@@ -107,11 +107,10 @@ class _Replay:
     digest: Any = field(default_factory=hashlib.sha256)
     recent: dict[int, bytes] = field(default_factory=dict)
     """seq -> sha256 of the latest `REPLAY_WINDOW_SEQS` seqs read"""
-    judged: bool = False
-    """The whole range was read and matched its digest: later repeats are compared with `recent`."""
     judgeable: bool = True
-    """False once the range can no longer be read whole in this pass (a seq missing, another
-    section began): its lines are unverified duplicates from then on."""
+    """False once the range was judged, or can no longer be read whole in this pass (a seq
+    missing, another section began): a later repeat is compared with `recent` when it is there,
+    else an unverified duplicate."""
 
 
 @dataclass(eq=False)
@@ -677,7 +676,7 @@ class StreamRules:
 
     def _judge(self, attempt: AttemptView, replay: _Replay, offset: int) -> None:
         """The whole compacted range was read again: its digest must be the one kept."""
-        replay.judged, replay.judgeable = True, False
+        replay.judgeable = False
         self._open_replay = None
         read = replay.digest.digest()
         if read != attempt.compacted_sha256:
