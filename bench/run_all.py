@@ -6,9 +6,10 @@ Each benchmark measures the project and its floor (or a baseline) in the same ru
 ratio; this runner collects their figures and writes one page: a table per benchmark (the project's
 figure, the floor or baseline, the ratio, the target), the machine it ran on, and how to rerun it.
 
-- `bench/bench_emitter.py --json`, `bench/bench_ingest.py --json` (and `--big`) and
-  `bench/bench_decode.py --json` print their figures as JSON (with notes to print under them, such
-  as the machine's load while the figures were taken);
+- `bench/bench_emitter.py --json`, `bench/bench_outbox_prune.py --json`,
+  `bench/bench_ingest.py --json` (and `--big`) and `bench/bench_decode.py --json` print their
+  figures as JSON (with notes to print under them, such as the machine's load while the figures
+  were taken);
 - `bench/bench_worker.py`, when present, is run with the options its `--help` offers (`--json` if
   it has it; otherwise its printed figures are kept as they are).
 
@@ -36,12 +37,14 @@ BENCH = ROOT / "bench"
 
 FULL = {
     "emitter": [],
+    "outbox-prune": [],
     "ingest": [],
     "ingest-big": ["--big"],
     "decode": [],
 }
 QUICK = {
     "emitter": ["--events", "500", "--batched-events", "20000", "--memory-events", "100000"],
+    "outbox-prune": ["--events", "2000"],
     "ingest": ["--lines", "20000", "--naive-lines", "2000"],
     "ingest-big": ["--big", "--big-bytes", "50000000"],
     "decode": ["--streams", "20", "--rounds", "7"],
@@ -237,6 +240,11 @@ def main() -> None:
         run(
             "Emitter: durable events against SQLite and fsync",
             ["bench/bench_emitter.py", "--json", *sizes["emitter"]],
+            as_json=True,
+        ),
+        run(
+            "Emitter: the outbox's bytes before and after pruning",
+            ["bench/bench_outbox_prune.py", "--json", *sizes["outbox-prune"]],
             as_json=True,
         ),
         run(

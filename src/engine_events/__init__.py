@@ -23,6 +23,7 @@ from ._exit_codes import ExitCode
 from ._line import LINE_BYTES_MAX, encode_line, format_time
 from ._lock import BookLock
 from ._money import require_micro_usd, usd_to_micro_usd
+from ._prune import PruneResult
 from ._schema import DATABASE_FILE_NAME, connect
 from ._version import __version__
 from .errors import (
@@ -38,6 +39,7 @@ from .errors import (
     NotARegularFile,
     NotInTransaction,
     ProjectLocked,
+    RetentionInvalid,
     SchemaMismatch,
     StreamFinished,
     StreamVersionNotSupported,
@@ -73,6 +75,8 @@ __all__ = [
     "PhaseCount",
     "Progress",
     "ProjectLocked",
+    "PruneResult",
+    "RetentionInvalid",
     "SchemaMismatch",
     "Spend",
     "StreamFinished",

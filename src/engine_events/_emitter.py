@@ -7,6 +7,10 @@
     # after COMMIT the transaction() block has projected the new lines (write + fsync)
     emitter.close()
 
+With `Emitter.open(..., retention=timedelta(days=7))` the emitter also deletes the outbox rows it no
+longer needs once they are that old (`_prune`): at start, at most every `prune_interval_s` after a
+flush, and at close, a bounded batch at a time. `emitter.prune()` does one batch when the host says.
+
 An event exists iff the checkpoint committed: `emit` runs inside the host's transaction, which
 allocates the seq and stores the exact line bytes, and is rolled back with it.
 """
@@ -14,6 +18,7 @@ allocates the seq and stores the exact line bytes, and is rolled back with it.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import os
 import sqlite3
@@ -25,7 +30,7 @@ from typing import Any, Literal
 
 import orjson
 
-from . import _outbox, _sql
+from . import _outbox, _prune, _sql
 from ._events import (
     PID_SINCE,
     STREAM_VERSION,
@@ -38,6 +43,7 @@ from ._journal_file import JournalFile, JournalIO, OsJournalIO
 from ._line import now_time
 from ._lock import BookLock
 from ._projection import Projector
+from ._prune import PRUNE_ROWS_MAX, PruneResult, require_retention
 from ._schema import migrate, require_durable
 from ._sqlite import translated
 from ._status_file import write_status_file
@@ -68,6 +74,8 @@ class Emitter:
         on_journal_error: JournalErrorPolicy,
         status_interval_s: float,
         stream_version: str = STREAM_VERSION,
+        retention: dt.timedelta | None = None,
+        prune_interval_s: float = 60.0,
     ) -> None:
         self._conn = conn
         self.stream_version = stream_version
@@ -78,6 +86,11 @@ class Emitter:
         self._policy: JournalErrorPolicy = on_journal_error
         self._status_interval_s = status_interval_s
         self._status_written_at = 0.0
+        self._retention = retention
+        """Outbox rows older than this may be pruned (None: the emitter never prunes by itself)."""
+        self._prune_interval_s = prune_interval_s
+        self._prune_due_at = 0.0
+        """When the next automatic prune may run (`time.monotonic()`); 0: at the first flush."""
         self._degraded = False
         self._earlier_streams_pending = False
         self._stream_no = 0
@@ -104,6 +117,8 @@ class Emitter:
         io: JournalIO | None = None,
         status_interval_s: float = 1.0,
         stream_version: str = STREAM_VERSION,
+        retention: dt.timedelta | None = None,
+        prune_interval_s: float = 60.0,
     ) -> Emitter:
         """Take the book lock, recover, and start a new stream with its `hello` (seq 1).
 
@@ -114,8 +129,17 @@ class Emitter:
         `stream_version` is the version the stream is written in, one of `STREAM_VERSIONS`:
         "1.3" (the default) or "1.4", whose hello also carries the process's `pid`. Any other is
         refused with `StreamVersionNotSupported` (exit 10) before the book is touched.
+
+        `retention` turns pruning on: outbox rows older than it (a `datetime.timedelta`), already
+        durable in the journal, of streams that are finished or of earlier processes, are deleted
+        a bounded batch at a time — once the new stream has started, then at most every
+        `prune_interval_s` seconds after a flush (at once again while batches come back full),
+        and at close. None (the default) keeps every row. Anything but a `timedelta` of zero or
+        more is refused with `RetentionInvalid` (exit 10) before the book is touched.
         """
         require_writable_stream_version(stream_version)
+        if retention is not None:
+            require_retention(retention)
         if on_journal_error not in ("degrade", "fail"):
             raise ValueError(
                 f"on_journal_error must be 'degrade' or 'fail', not {on_journal_error!r}"
@@ -135,6 +159,8 @@ class Emitter:
                 on_journal_error=on_journal_error,
                 status_interval_s=status_interval_s,
                 stream_version=stream_version,
+                retention=retention,
+                prune_interval_s=prune_interval_s,
             )
             emitter._degraded = emitter._journal_state() == "degraded"
             emitter._recover()
@@ -149,12 +175,14 @@ class Emitter:
         return emitter
 
     def close(self) -> None:
-        """Project what is left, record the watermark durably, write status.json, drop the lock."""
+        """Project what is left, record the watermark durably, write status.json, prune (with a
+        retention: the stream's own rows too once it is finished), drop the lock."""
         try:
             if self._lock.held:
-                self.flush()
+                self._project()
                 self._projector.record_watermarks()
                 self._write_status(force=True)
+                self._prune_when_due(force=True)
         finally:
             self._journal.close()
             self._lock.close()
@@ -217,8 +245,36 @@ class Emitter:
 
         With the `degrade` policy a failing disk leaves the rows in the outbox, records
         `journal: degraded` and returns; the next flush tries again. With `fail` it raises
-        `JournalWriteError` (the rows stay committed; the next start projects them).
+        `JournalWriteError` (the rows stay committed; the next start projects them). With a
+        retention, a prune follows when one is due.
         """
+        self._project()
+        self._prune_when_due()
+
+    def prune(
+        self, retention: dt.timedelta | None = None, *, max_rows: int = PRUNE_ROWS_MAX
+    ) -> PruneResult:
+        """Delete one batch of the outbox rows the engine no longer needs: rows durable in the
+        journal (up to their stream's recorded watermark), of streams that are finished or of
+        earlier processes, older than `retention` by the time on their line — the emitter's own
+        retention when None, or, when it has none, zero: every row that may go.
+
+        Runs in the host's open transaction when there is one (and commits or rolls back with
+        it), else in one of its own. At most `max_rows` rows (and about 8 MiB of lines) go, so
+        the write lock is never held long; `limit_reached` in the result says to call again.
+        `status --json` reports exactly the same after it. Raises `RetentionInvalid` for a
+        retention that is not a `timedelta` of zero or more.
+        """
+        if retention is None:
+            retention = self._retention if self._retention is not None else dt.timedelta(0)
+        if not self._lock.held:
+            raise EngineEventsError("prune() after close(): the book is no longer this emitter's")
+        return _prune.prune(
+            self._conn, retention=retention, live_stream_no=self._stream_no, rows_max=max_rows
+        )
+
+    def _project(self) -> None:
+        """Project what is committed (see `flush`), without pruning."""
         if self._conn.in_transaction:
             raise EngineEventsError("flush() runs after COMMIT, never inside a transaction")
         try:
@@ -307,18 +363,16 @@ class Emitter:
             self._latest_progress = event.data()["phases"]
         return seq
 
-    @translated()
     def _refuse_after_finished(self) -> None:
         """Raise `StreamFinished` if the outbox holds this stream's `finished`.
 
         Memory only says that a `finished` was stored once; whether it still is, the host's
         transaction decides (a rollback, the emitter's or the host's own, takes it away). The last
         outbox row of the stream, read inside the open transaction, carries the seq of the
-        stream's latest `finished`, so only this check costs a read, and only after a `finished`.
+        stream's latest `finished` (its summary row does, once a prune took every row), so only
+        this check costs a read, and only after a `finished`.
         """
-        row = self._conn.execute(_sql.OUTBOX_LAST, {"stream_no": self._stream_no}).fetchone()
-        latest = dict(zip(_sql.SUMMARY_TYPES, row[2:], strict=True)) if row else {}
-        finished_seq = latest.get("finished")
+        finished_seq = _outbox.finished_seq(self._conn, self._stream_no)
         if finished_seq is not None:
             raise StreamFinished(finished_seq)
         self._finished_seq = None
@@ -352,6 +406,24 @@ class Emitter:
             raise
         self._conn.commit()
         self._degraded = state == "degraded"
+
+    def _prune_when_due(self, *, force: bool = False) -> None:
+        """With a retention, one prune in a transaction of its own when it is due (`force`: now).
+        Housekeeping after the host's commit succeeded: a database error is logged, never raised
+        over that commit, and the prune tried again an interval later."""
+        if self._retention is None:
+            return
+        now = time.monotonic()
+        if not force and now < self._prune_due_at:
+            return
+        try:
+            result = self.prune()
+        except BookDatabaseError as error:
+            log.warning("outbox: rows not pruned this time (%s); trying again later", error)
+            self._prune_due_at = now + self._prune_interval_s
+            return
+        # A full batch leaves more to do: the next flush goes on with it.
+        self._prune_due_at = now if result.limit_reached else now + self._prune_interval_s
 
     def _write_status(self, *, force: bool) -> None:
         now = time.monotonic()

@@ -19,7 +19,9 @@ closes the journal and releases the lock without flushing anything. A model test
 restart an engine thousands of times in one process.
 
 `FaultyConnection` is the host's SQLite connection inside a simulated world (`_world`): it tells the
-world of every COMMIT that returned, so that the process can die right there (`AFTER_COMMIT`).
+world of every COMMIT that returned, so that the process can die right there (`AFTER_COMMIT`). On
+its own (`sqlite3.connect(..., factory=FaultyConnection)`) it can also kill the process in the middle
+of a prune (`MID_PRUNE`): a batch of the outbox's rows deleted, its transaction not committed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Protocol
 
+from . import _sql
 from ._emitter import Emitter
 from ._journal_file import JournalIO, OsJournalIO
 
@@ -41,6 +44,9 @@ fsynced. Not a point of the projection, so not in `CRASH_POINTS`."""
 _ALL_CRASH_POINTS = (*CRASH_POINTS, BEFORE_DIRECTORY_FSYNC)
 AFTER_COMMIT = "after_commit"
 """The crash point of `EngineWorld.crash_after_commit`: right after a SQLite COMMIT returned."""
+MID_PRUNE = "mid_prune"
+"""The crash point of `FaultyConnection.crash_next`: a prune has just deleted a stream's oldest rows,
+in a transaction that is not committed."""
 
 
 class SimulatedCrash(BaseException):
@@ -162,10 +168,15 @@ class FaultyIO(OsJournalIO):
         return self._crash_countdown == 0
 
     def _die(self, point: str) -> None:
-        if self._in_process:
-            self.crash_at = None  # the next process starts healthy
-            raise SimulatedCrash(point)
-        os.kill(os.getpid(), signal.SIGKILL)
+        self.crash_at = None  # the next process starts healthy
+        _die(point, in_process=self._in_process)
+
+
+def _die(point: str, *, in_process: bool) -> None:
+    """The process dies at `point`: `SimulatedCrash` in process, else a real SIGKILL."""
+    if in_process:
+        raise SimulatedCrash(point)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class FaultyConnection(sqlite3.Connection):
@@ -178,6 +189,22 @@ class FaultyConnection(sqlite3.Connection):
     """
 
     world: CommitObserver | None = None
+    _prune_crash_countdown = 0
+    _prune_crash_in_process = True
+
+    def crash_next(self, point: str, count: int = 1, *, in_process: bool = True) -> None:
+        """Die the `count`-th time from now this connection reaches `point` (`MID_PRUNE`): with
+        `SimulatedCrash` (`in_process`), or a real SIGKILL."""
+        if point != MID_PRUNE:
+            raise ValueError(f"unknown crash point {point!r}; known: {MID_PRUNE}")
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        self._prune_crash_countdown = count
+        self._prune_crash_in_process = in_process
+
+    def disarm(self) -> None:
+        """No crash of this connection is pending any more."""
+        self._prune_crash_countdown = 0
 
     def commit(self) -> None:
         super().commit()
@@ -188,6 +215,10 @@ class FaultyConnection(sqlite3.Connection):
         cursor = super().execute(sql, parameters)
         if self.world is not None and _is_commit(sql):
             self.world._committed(self)
+        if sql == _sql.OUTBOX_PRUNE and self._prune_crash_countdown > 0:
+            self._prune_crash_countdown -= 1
+            if self._prune_crash_countdown == 0:
+                _die(MID_PRUNE, in_process=self._prune_crash_in_process)
         return cursor
 
 

@@ -9,8 +9,8 @@ Since schema 2 a stream also has a summary row of its own, a copy of a last row'
 lines it points at, refreshed when the stream starts and whenever its watermark is recorded (start,
 repair, close), never per event. Whichever of the two is further along is the stream's state, so a
 stream whose outbox rows were pruned still reports the same. A row may be pruned only once its
-stream's summary row was refreshed past it, which the watermark's recording does: a stream whose
-recorded watermark reached its last seq has its summary up to date.
+stream's summary row was refreshed to the stream's last row: `_prune` does that in the transaction
+that deletes it.
 """
 
 from __future__ import annotations
@@ -140,6 +140,17 @@ def latest_line(
     if summary[1 + index] != seq or line is None:
         raise LookupError(f"no line of stream {state.stream_no} at seq {seq}")
     return bytes(line)
+
+
+@translated()
+def finished_seq(conn: sqlite3.Connection, stream_no: int) -> int | None:
+    """The seq of the stream's `finished`, or None: from its last row, or from its summary row
+    once every row of the stream is pruned. Read inside the caller's transaction, it sees that
+    transaction's own rows."""
+    index = _sql.SUMMARY_TYPES.index("finished")
+    row = conn.execute(_sql.OUTBOX_LAST, {"stream_no": stream_no}).fetchone()
+    seq = row[2 + index] if row is not None else _summary_row(conn, stream_no)[1 + index]
+    return None if seq is None else int(seq)
 
 
 def _summary_row(conn: sqlite3.Connection, stream_no: int) -> tuple[Any, ...]:

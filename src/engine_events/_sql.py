@@ -100,6 +100,7 @@ STREAM_PROJECTED_SET = (
     "UPDATE engine_events_stream SET projected_seq = max(projected_seq, :projected_seq) "
     "WHERE stream_no = :stream_no"
 )
+STREAM_PROJECTED_GET = "SELECT projected_seq FROM engine_events_stream WHERE stream_no = :stream_no"
 
 # -- outbox ------------------------------------------------------------------------------------------
 
@@ -123,6 +124,22 @@ OUTBOX_BEFORE = (
     "ORDER BY seq DESC LIMIT :limit"
 )
 OUTBOX_LINE = "SELECT line FROM engine_events_outbox WHERE stream_no = :stream_no AND seq = :seq"
+
+# -- retention (`_prune`) ----------------------------------------------------------------------------
+
+OUTBOX_FIRST_FROM = (
+    "SELECT stream_no, seq FROM engine_events_outbox WHERE stream_no >= :stream_no "
+    "ORDER BY stream_no, seq LIMIT 1"
+)
+"""The oldest row of the first stream from `stream_no` on that still has rows: streams whose rows
+are all gone cost nothing to skip."""
+OUTBOX_OLDEST = (
+    "SELECT seq, line FROM engine_events_outbox "
+    "WHERE stream_no = :stream_no AND seq <= :through_seq ORDER BY seq LIMIT :limit"
+)
+OUTBOX_PRUNE = (
+    "DELETE FROM engine_events_outbox WHERE stream_no = :stream_no AND seq <= :through_seq"
+)
 
 # -- stream summaries (schema 2) ---------------------------------------------------------------------
 
@@ -178,6 +195,10 @@ QUERIES: tuple[str, ...] = (
     OUTBOX_AFTER,
     OUTBOX_BEFORE,
     OUTBOX_LINE,
+    STREAM_PROJECTED_GET,
+    OUTBOX_FIRST_FROM,
+    OUTBOX_OLDEST,
+    OUTBOX_PRUNE,
     SUMMARY_ALL,
     SUMMARY_GET,
     SUMMARY_UPSERT,

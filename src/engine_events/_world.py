@@ -71,6 +71,15 @@ class Outcome:
     engine_run_id: str | None
 
 
+@dataclass(frozen=True)
+class _StreamRows:
+    """A stream's rows the outbox still holds, in order, and how far a prune took its rows."""
+
+    engine_run_id: str
+    pruned_through: int
+    rows: list[tuple[str, int, bytes]]
+
+
 @dataclass
 class JournalCheck:
     """What `EngineWorld.check_journal` found: the distinct lines in file order, and repeats."""
@@ -285,23 +294,32 @@ class EngineWorld:
     # -- what is true --------------------------------------------------------------------------
 
     def committed(self) -> list[tuple[str, int, bytes]]:
-        """Every committed outbox row as (engine_run_id, seq, line), streams in order."""
+        """Every committed outbox row as (engine_run_id, seq, line), streams in order; the rows a
+        prune took (a host with a retention) are no longer among them."""
+        return [row for stream in self._outbox_streams() for row in stream.rows]
+
+    def _outbox_streams(self) -> list[_StreamRows]:
         conn = sqlite3.connect(self.database, isolation_level=None)
         try:
             if require_known_version(conn) == 0:
                 return []
-            rows: list[tuple[str, int, bytes]] = []
+            streams = []
             for state in _outbox.streams(conn):
+                rows: list[tuple[str, int, bytes]] = []
                 after = 0
                 while after < state.last_seq:
                     page = conn.execute(
                         _sql.OUTBOX_AFTER,
                         {"stream_no": state.stream_no, "after_seq": after, "limit": 512},
                     ).fetchall()
+                    if not page:
+                        break  # every row of the stream was pruned
                     for seq, line in page:
                         rows.append((state.engine_run_id, int(seq), bytes(line)))
                         after = int(seq)
-            return rows
+                pruned_through = rows[0][1] - 1 if rows else state.last_seq
+                streams.append(_StreamRows(state.engine_run_id, pruned_through, rows))
+            return streams
         finally:
             conn.close()
 
@@ -311,10 +329,18 @@ class EngineWorld:
         Always: every complete line is a committed row's exact bytes; a repeated (stream, seq) is
         byte-identical; each stream is dense from its hello; the distinct lines, in file order,
         are a prefix of the commit order. With `complete`: every committed row is in the file.
+        A row a prune took counts as committed; only its bytes can no longer be compared.
         """
-        committed = self.committed()
-        order = [(run_id, seq) for run_id, seq, _ in committed]
-        rows = {(run_id, seq): line for run_id, seq, line in committed}
+        order: list[tuple[str, int]] = []
+        pruned: set[tuple[str, int]] = set()
+        rows: dict[tuple[str, int], bytes] = {}
+        for outbox in self._outbox_streams():
+            taken = [(outbox.engine_run_id, seq) for seq in range(1, outbox.pruned_through + 1)]
+            order += taken
+            pruned.update(taken)
+            for run_id, seq, line in outbox.rows:
+                order.append((run_id, seq))
+                rows[(run_id, seq)] = line
         path = self.book_dir / JOURNAL_FILE_NAME
         content = path.read_bytes() if path.exists() else b""
         whole = content[: content.rfind(b"\n") + 1]
@@ -338,7 +364,7 @@ class EngineWorld:
                     raise InvariantViolated(f"{key} repeated with other bytes")
                 found.duplicates += 1
                 continue
-            if rows.get(key) != raw:
+            if key not in pruned and rows.get(key) != raw:
                 raise InvariantViolated(f"line {key} is not the committed row's bytes")
             seen[key] = raw
             found.keys.append(key)

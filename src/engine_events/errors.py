@@ -10,7 +10,8 @@
      │    └── UnsupportedVersion           a hello of a stream major other than 1
      ├── StreamVersionNotSupported         the host asked for a stream version the emitter
      │    (ValueError)                     does not write (it writes `STREAM_VERSIONS`)
-     ├── NotInTransaction (RuntimeError)   `emit` called outside the host's open transaction
+     ├── RetentionInvalid (ValueError)     a retention that is not a `timedelta` of zero or more
+ ├── NotInTransaction (RuntimeError)   `emit` called outside the host's open transaction
      ├── StreamFinished (RuntimeError)     `emit` after the stream's `finished` was stored
      ├── DurabilityError                   the host's SQLite connection does not commit durably
      ├── SchemaMismatch                    the database was written by a newer engine_events
@@ -104,6 +105,14 @@ class StreamVersionNotSupported(EngineEventsError, ValueError):
         )
         self.version = version
         self.supported = supported
+
+
+class RetentionInvalid(EngineEventsError, ValueError):
+    """The host asked for a retention that is not a `datetime.timedelta` of zero or more (a
+    number of seconds, a negative span): a configuration error (exit 10), refused before the book
+    is touched."""
+
+    exit_code = ExitCode.CONFIG_INVALID
 
 
 class NotInTransaction(EngineEventsError, RuntimeError):

@@ -3,7 +3,8 @@
 The fault seams (`_faults`): `FaultyIO`, a `JournalIO` that fails writes with an errno as a full
 disk does and kills the process at a named point of the projection (`CRASH_POINTS`), or raises
 `SimulatedCrash` in process, with `abandon(emitter)` doing what the kernel does for a dead process;
-and `FaultyConnection`, which tells a world of every COMMIT so the process can die right there.
+and `FaultyConnection`, which tells a world of every COMMIT so the process can die right there, and
+can die in the middle of a prune (`MID_PRUNE`).
 
 `EngineWorld` is a simulated world for a host's own checkpoint code: a book directory with a real
 SQLite database and a real journal file, in which engine processes start, run the host's steps,
@@ -41,6 +42,7 @@ from ._faults import (
     AFTER_COMMIT,
     BEFORE_DIRECTORY_FSYNC,
     CRASH_POINTS,
+    MID_PRUNE,
     FaultyConnection,
     FaultyIO,
     SimulatedCrash,
@@ -64,6 +66,7 @@ __all__ = [
     "AFTER_COMMIT",
     "BEFORE_DIRECTORY_FSYNC",
     "CRASH_POINTS",
+    "MID_PRUNE",
     "PAGE_BYTES",
     "CrashState",
     "EngineWorld",

@@ -1,10 +1,12 @@
 """The engine's forward-only schema steps: a released step is never edited, only followed; a book
-written under step 1 upgrades to step 2 with its data and its status intact; the repair channel
-reads and repairs an older book without upgrading it."""
+written under step 1 upgrades to step 2 with its data and its status intact, and then prunes with
+its status intact; the repair channel reads and repairs an older book without upgrading it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -248,6 +250,31 @@ def test_a_step_1_book_upgrades_with_its_data_and_status_intact(
     assert read_status(pruned_copy(conn)) == resumed
     conn.close()
     assert check_journal(book_dir) == {"lines": 16, "duplicates": 0, "streams": 3}
+
+
+def test_an_upgraded_book_prunes_with_its_status_intact(book_dir: Path, tmp_path: Path) -> None:
+    """A populated step-1 book is upgraded by an engine that has a retention; its first prune
+    takes the rows of the two earlier streams (the dead process's appended first): `status
+    --json`, with and without `--repair`, reports what the same book upgraded and never pruned
+    reports. The schema needs nothing past step 2 for it."""
+    conn = step_1_book(book_dir)
+    never_pruned = tmp_path / "never-pruned" / book_dir.name
+    never_pruned.mkdir(parents=True)
+    shutil.copyfile(book_dir / "events.jsonl", never_pruned / "events.jsonl")
+    copy = connect(never_pruned / DATABASE_FILE_NAME)
+    conn.backup(copy)
+
+    Emitter.open(conn, book_dir, engine_run_id="r3", retention=dt.timedelta(0)).close()
+    Emitter.open(copy, never_pruned, engine_run_id="r3").close()
+
+    assert conn.execute("SELECT stream_no, seq FROM engine_events_outbox").fetchall() == [(3, 1)]
+    assert copy.execute("SELECT count(*) FROM engine_events_outbox").fetchone() == (15,)
+    assert schema_version(conn) == schema_version(copy) == SCHEMA_VERSION
+    conn.close()
+    copy.close()
+    for extra in ((), ("--repair",)):
+        assert status(book_dir, *extra) == status(never_pruned, *extra)
+    assert status(book_dir)[1]["money"] == {"committed_micro_usd": 1000}
 
 
 def test_the_repair_channel_repairs_a_step_1_book_without_upgrading_it(book_dir: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -89,8 +90,8 @@ def test_no_migration_scans_the_outbox(filled: sqlite3.Connection, version: int)
 
 
 def test_a_whole_life_runs_only_listed_statements(book_dir: Path) -> None:
-    """Tracing open, every event type, a rollback, a death, recovery, status and repair finds
-    nothing unlisted."""
+    """Tracing open, every event type, a rollback, a death, recovery, pruning (at start, and inside
+    the host's transaction), status and repair finds nothing unlisted."""
     conn = connect(book_dir / DATABASE_FILE_NAME)
     executed: list[str] = []
     conn.set_trace_callback(executed.append)
@@ -115,9 +116,17 @@ def test_a_whole_life_runs_only_listed_statements(book_dir: Path) -> None:
     died._journal.close()  # dies without close(): its rows are at the end, past the watermark
     died._lock.close()
     Emitter.open(conn, book_dir, engine_run_id="c").close()  # recognises them there
+    with (
+        Emitter.open(conn, book_dir, engine_run_id="d", retention=dt.timedelta(0)) as pruning,
+        pruning.transaction(),  # a prune at start, then one inside the host's transaction
+    ):
+        pruning.emit(Spend(committed_micro_usd=3))
+        pruning.prune()
     read_status(conn)
     repair(conn, book_dir)
     conn.set_trace_callback(None)
+    outbox = conn.execute("SELECT DISTINCT stream_no FROM engine_events_outbox").fetchall()
+    assert outbox == [(4,)], "the earlier streams' rows were pruned"
     conn.close()
 
     patterns = [_pattern(statement) for statement in ALL_STATEMENTS]
