@@ -10,6 +10,8 @@ figure, the floor or baseline, the ratio, the target), the machine it ran on, an
   `bench/bench_ingest.py --json` (and `--big`) and `bench/bench_decode.py --json` print their
   figures as JSON (with notes to print under them, such as the machine's load while the figures
   were taken);
+- `bench/bench_retention.py --json` (the platform's bounded storage: bytes per attempt before and
+  after compaction, the apply rate beside a compacted history, the bytes a resume reads) likewise;
 - `bench/bench_worker.py`, when present, is run with the options its `--help` offers (`--json` if
   it has it; otherwise its printed figures are kept as they are).
 
@@ -41,6 +43,7 @@ FULL = {
     "ingest": [],
     "ingest-big": ["--big"],
     "decode": [],
+    "retention": [],
 }
 QUICK = {
     "emitter": ["--events", "500", "--batched-events", "20000", "--memory-events", "100000"],
@@ -48,6 +51,16 @@ QUICK = {
     "ingest": ["--lines", "20000", "--naive-lines", "2000"],
     "ingest-big": ["--big", "--big-bytes", "50000000"],
     "decode": ["--streams", "20", "--rounds", "7"],
+    "retention": [
+        "--attempt-lines",
+        "100000",
+        "--lines",
+        "20000",
+        "--history-lines",
+        "1000000",
+        "--rounds",
+        "4",
+    ],
 }
 WORKER_QUICK = {
     "--lines": "200",
@@ -265,6 +278,13 @@ def main() -> None:
         run(
             "Platform decoder: a line against orjson.loads",
             ["bench/bench_decode.py", "--json", *sizes["decode"]],
+            as_json=True,
+        )
+    )
+    results.append(
+        run(
+            "Bounded storage (platform)",
+            ["bench/bench_retention.py", "--json", *sizes["retention"], *dsn_args],
             as_json=True,
         )
     )
