@@ -3,7 +3,7 @@
 An attempt is quiet when it is finished, superseded, exited, disowned or abandoned, nothing of it
 has moved (no line applied, no state or hint changed: `changed_at`) for the quiet period, it was
 never compacted, and no attempt of its book is parked. Its `line_hashes` rows (one per seq, about
-70 bytes each) become `compacted_sha256`, the sha256 of their hashes in seq order, with
+116 bytes each with their index) become `compacted_sha256`, the sha256 of their hashes in seq order, with
 `compacted_seq`: O(1) bytes, whatever the attempt's length. A pass that reads the range again
 judges it by that digest (`_rules._replayed`; the guarantee is in docs/platform/cursor.md).
 
