@@ -40,6 +40,7 @@ from ._emitter import Emitter, JournalErrorPolicy
 from ._exit_codes import ExitCode
 from ._faults import (
     AFTER_COMMIT,
+    MID_PRUNE,
     FaultyConnection,
     FaultyIO,
     SimulatedCrash,
@@ -143,10 +144,14 @@ class EngineWorld:
         self._commit_countdown = count
 
     def crash_at(self, point: str) -> None:
-        """The process dies the next time it reaches `point` (`AFTER_COMMIT` or a projection
-        point of `CRASH_POINTS`)."""
+        """The process dies the next time it reaches `point` (`AFTER_COMMIT`, a projection point
+        of `CRASH_POINTS`, or `MID_PRUNE` in the running process's next prune)."""
         if point == AFTER_COMMIT:
             self.crash_after_commit(1)
+        elif point == MID_PRUNE:
+            if self.conn is None:
+                raise SimulationError("no engine process is running in this world to prune")
+            self.conn.crash_next(MID_PRUNE)
         else:
             self.io.crash_next(point)
 
@@ -154,6 +159,8 @@ class EngineWorld:
         """No crash is pending any more."""
         self._commit_countdown = 0
         self.io.crash_at = None
+        if self.conn is not None:
+            self.conn.disarm()
 
     def disk_fails(self, code: int) -> None:
         """From now on writes (after a partial one) and fsyncs of the journal fail with `code`."""

@@ -17,6 +17,7 @@ one more pass), every attempt's cursor is at the head of its stream: nothing com
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import itertools
 import os
@@ -49,7 +50,13 @@ from engine_events import (
     Spend,
     UnitDone,
 )
-from engine_events.testing import AFTER_COMMIT, CRASH_POINTS, EngineWorld, SimulatedCrash
+from engine_events.testing import (
+    AFTER_COMMIT,
+    CRASH_POINTS,
+    MID_PRUNE,
+    EngineWorld,
+    SimulatedCrash,
+)
 from platform_ingest import BookPass, Database, DatabaseError, register_book
 from platform_ingest._compact import compact_quiet
 from platform_ingest._cursor import compacted_digest
@@ -114,6 +121,9 @@ class SeamWorld(RuleBasedStateMachine):
         self.world = EngineWorld(self.book, setup=host_setup, chunker_version="c1")
         self.streams = 0
         self.committed: list[Committed] = []
+        self.lines: dict[tuple[str, int], bytes] = {}
+        """Each committed row's line, kept as it is seen: a prune takes rows out of the outbox,
+        the platform still hashes their lines."""
         self.db = Database(self.dsn)
         self.faults = PostgresFaults(self.dsn)
         register_book(self.db, self.book)
@@ -243,6 +253,20 @@ class SeamWorld(RuleBasedStateMachine):
 
         with contextlib.suppress(ValueError):
             self.world.step(step)
+
+    @precondition(lambda self: self.world.running)
+    @rule(crash=st.booleans())
+    def prune(self, crash: bool) -> None:
+        """The host prunes the outbox (every row it may: no retention), or dies mid-prune."""
+        self._count("prune")
+        if crash:
+            self.world.crash_at(MID_PRUNE)
+        try:
+            pruned = self.world.step(lambda _conn, emitter: emitter.prune(dt.timedelta(0)))
+        except SimulatedCrash as died:
+            event(f"engine crash: {died.point}")
+            return
+        STATS["outbox rows pruned"] += pruned.rows_deleted
 
     @rule(point=st.sampled_from([AFTER_COMMIT, *CRASH_POINTS]))
     def crash_at(self, point: str) -> None:
@@ -439,10 +463,19 @@ class SeamWorld(RuleBasedStateMachine):
 
     @invariant()
     def the_outbox_holds_exactly_what_the_host_committed(self) -> None:
-        outbox = [
-            (run_id, seq, *self._decoded(line)) for run_id, seq, line in self.world.committed()
-        ]
-        assert outbox == self.committed
+        """What the host committed, less what a prune took: the first rows of streams."""
+        rows = self.world.committed()
+        for run_id, seq, line in rows:
+            self.lines.setdefault((run_id, seq), line)
+        outbox = [(run_id, seq, *self._decoded(line)) for run_id, seq, line in rows]
+        kept = {(run_id, seq) for run_id, seq, _ in rows}
+        first_kept: dict[str, int] = {}
+        for run_id, seq, _ in rows:
+            first_kept.setdefault(run_id, seq)
+        pruned = [(run_id, seq) for run_id, seq, *_ in self.committed if (run_id, seq) not in kept]
+        for run_id, seq in pruned:
+            assert seq < first_kept.get(run_id, seq + 1), "a prune took a row after a kept one"
+        assert outbox == [c for c in self.committed if (c[0], c[1]) in kept]
         self.world.check_journal()
         STATS["invariant checks"] += 1
 
@@ -453,7 +486,7 @@ class SeamWorld(RuleBasedStateMachine):
         runs, book_error = observed_runs(self.db, self.book)
         assert book_error is None
         assert runs == expected_runs(applied)
-        rows = {(run_id, seq): line for run_id, seq, line in self.world.committed()}
+        rows = self.lines
         compacted = self.faults.compacted_ranges(self.book_id)
         hashes = self.faults.applied_hashes(self.book_id)
         assert hashes == {
