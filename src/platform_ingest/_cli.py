@@ -65,7 +65,6 @@ from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
 from ._schema import migrate, require_current
 from ._show import render_text, show_state
 from ._version import __version__
-from ._worker import Worker, WorkerSettings
 from .errors import ConfigError, EngineLive, IngestError, NotFound
 
 logger = logging.getLogger("platform_ingest")
@@ -538,6 +537,10 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     """`run`: the worker, until SIGTERM or SIGINT (then exit 0)."""
+    # Imported here: the worker's modules (change notification, metrics) cost a one-shot command
+    # such as `sweep` about 40 ms of start-up it has no use for.
+    from ._worker import Worker, WorkerSettings  # noqa: PLC0415
+
     with _database(args) as db:
         dsn = db.dsn
         db.close()
