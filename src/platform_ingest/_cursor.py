@@ -111,18 +111,15 @@ class ProblemRecord:
     def as_params(self) -> tuple[ProblemKind, int | None, int | None, str]:
         return (self.kind, self.seq, self.offset, self.detail)
 
+    def as_json(self) -> dict[str, Any]:
+        """As `show --json` prints it: {"kind", "seq", "offset", "detail"}."""
+        return {"kind": self.kind, "seq": self.seq, "offset": self.offset, "detail": self.detail}
+
 
 def problem_json(row: dict[str, Any]) -> dict[str, Any] | None:
-    """A row's problem as `show --json` prints it: null or {"kind", "seq", "offset", "detail"}."""
+    """A row's problem as `show --json` prints it: null, or `ProblemRecord.as_json`."""
     record = ProblemRecord.from_row(row)
-    if record is None:
-        return None
-    return {
-        "kind": record.kind,
-        "seq": record.seq,
-        "offset": record.offset,
-        "detail": record.detail,
-    }
+    return None if record is None else record.as_json()
 
 
 def compacted_digest(line_hashes: Iterable[bytes]) -> bytes:
