@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import time as _time
 
 import orjson
 
@@ -26,15 +27,36 @@ TIME_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2
 ASCII digits only: `\\d` would also match other scripts' digits, which no writer produces."""
 
 
+class _Memo:
+    """What the line's `time` costs once per millisecond or second instead of once per line."""
+
+    __slots__ = ("second_prefix", "time_accepted")
+
+    def __init__(self) -> None:
+        self.time_accepted = ""
+        """The last `time` `is_time` accepted: the lines of one millisecond share it."""
+        self.second_prefix: tuple[int, str] = (-1, "")
+        """(a Unix second, its `YYYY-MM-DDTHH:MM:SS.` in UTC): one tuple, replaced whole, so that
+        a thread never reads a second with another second's text."""
+
+
+_MEMO = _Memo()
+
+
 def is_time(value: object) -> bool:
     """Whether `value` is a `time` every reader accepts: the shape of `TIME_PATTERN` naming a real
     instant of years 1-9999 (no 30 February, no hour 24, no minute or second 60)."""
+    # An exact `str` equal to one already accepted is accepted (a subclass is checked in full).
+    if type(value) is str and value == _MEMO.time_accepted:
+        return True
     if not isinstance(value, str) or TIME_PATTERN.fullmatch(value) is None:
         return False
     try:
         dt.datetime.fromisoformat(value[:-1])
     except ValueError:
         return False
+    if type(value) is str:
+        _MEMO.time_accepted = value
     return True
 
 
@@ -57,8 +79,21 @@ def format_time(moment: dt.datetime) -> str:
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
+def time_of_ns(ns: int) -> str:
+    """`format_time` of the instant `ns` nanoseconds after the Unix epoch (truncated to the
+    millisecond, as `format_time` does), formatting the date and clock once per second."""
+    second, milli = divmod(ns // 1_000_000, 1000)
+    cached = _MEMO.second_prefix
+    if cached[0] != second:
+        moment = dt.datetime.fromtimestamp(second, dt.UTC)
+        cached = (second, moment.strftime("%Y-%m-%dT%H:%M:%S."))
+        _MEMO.second_prefix = cached
+    return f"{cached[1]}{milli:03d}Z"
+
+
 def now_time() -> str:
-    return format_time(dt.datetime.now(dt.UTC))
+    """Now as a line's `time`: `format_time(datetime.now(UTC))` (the same system clock)."""
+    return time_of_ns(_time.time_ns())
 
 
 def encode_line(seq: int, event: Event, time: str) -> bytes:
