@@ -355,7 +355,11 @@ class Emitter:
         if self._finished_seq is not None:
             self._refuse_after_finished()
         projected = self._projector.projected.get(self._stream_no, 0)
-        seq, _ = _outbox.store(self._conn, self._stream_no, event, projected)
+        # The row this process stored last is, unless a rollback took it away, the stream's last:
+        # `store` checks that in the insert itself and reads the last row only when it is not.
+        seq, _ = _outbox.store(
+            self._conn, self._stream_no, event, projected, after_seq=self._last_seq
+        )
         self._last_seq = seq
         if event.type == "finished":
             self._finished_seq = seq

@@ -23,7 +23,7 @@ from . import _sql
 from ._events import Event
 from ._line import encode_line, now_time
 from ._sqlite import translate, translated
-from .errors import BookDatabaseError
+from .errors import BookDatabaseError, EventError
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,12 @@ _SUMMARY_INDEX = {kind: index for index, kind in enumerate(_sql.SUMMARY_TYPES)}
 
 
 def store(
-    conn: sqlite3.Connection, stream_no: int, event: Event, projected_seq: int
+    conn: sqlite3.Connection,
+    stream_no: int,
+    event: Event,
+    projected_seq: int,
+    *,
+    after_seq: int = 0,
 ) -> tuple[int, bytes]:
     """Store `event` as the next line of the stream, inside the caller's open transaction.
 
@@ -63,10 +68,34 @@ def store(
     Returns the seq and the exact line bytes. The line is encoded before anything is written, so an
     event that cannot be a line (too long) leaves the transaction untouched.
 
+    `after_seq` is the seq the caller expects the stream's last row to have (0: unknown). When the
+    outbox bears it out, the row goes in with one statement (`OUTBOX_APPEND`, which carries the
+    running summary over from that row itself); when it does not (a rollback took rows away),
+    nothing was written and the row goes in as without it: the last row read, then inserted.
+
     Once per event: it runs under `translated()` semantics, written out as a `try` (the decorator
-    costs about a microsecond a call), and builds the insert's parameters in one dict.
+    costs about a microsecond a call).
     """
     try:
+        if after_seq > 0:
+            seq = after_seq + 1
+            try:
+                line = encode_line(seq, event, now_time())
+            except EventError:
+                pass  # decided below with the stream's real next seq (a line's length has it)
+            else:
+                appended = conn.execute(
+                    _sql.OUTBOX_APPEND,
+                    {
+                        "stream_no": stream_no,
+                        "seq": seq,
+                        "type": event.type,
+                        "line": line,
+                        "projected_seq": projected_seq,
+                    },
+                ).rowcount
+                if appended == 1:
+                    return seq, line
         row = conn.execute(_sql.OUTBOX_LAST, {"stream_no": stream_no}).fetchone() or _EMPTY
         last_seq: int = row[0]
         last_projected: int = row[1]

@@ -114,6 +114,22 @@ OUTBOX_INSERT = (
     "VALUES (:stream_no, :seq, :type, :line, :projected_seq,"
     " :progress_seq, :spend_seq, :ceiling_seq, :finished_seq)"
 )
+OUTBOX_APPEND = (
+    "INSERT INTO engine_events_outbox (stream_no, seq, type, line, projected_seq,"
+    " progress_seq, spend_seq, ceiling_seq, finished_seq) "
+    "SELECT stream_no, :seq, :type, :line, min(max(projected_seq, :projected_seq), seq),"
+    " CASE :type WHEN 'progress' THEN :seq ELSE progress_seq END,"
+    " CASE :type WHEN 'spend' THEN :seq ELSE spend_seq END,"
+    " CASE :type WHEN 'ceiling' THEN :seq ELSE ceiling_seq END,"
+    " CASE :type WHEN 'finished' THEN :seq ELSE finished_seq END "
+    "FROM engine_events_outbox WHERE stream_no = :stream_no AND seq = :seq - 1 "
+    "ON CONFLICT (stream_no, seq) DO NOTHING"
+)
+"""The next row of a stream whose last row is expected at `:seq - 1`, its running summary carried
+over from that row in the same statement (what `OUTBOX_LAST` then `OUTBOX_INSERT` do in two). It
+inserts nothing when there is no row at `:seq - 1` (the expectation is stale: a rollback took the
+row away) or already one at `:seq`; the outbox is dense, so a row at `:seq - 1` and none at `:seq`
+means `:seq - 1` is the last row."""
 OUTBOX_AFTER = (
     "SELECT seq, line FROM engine_events_outbox "
     "WHERE stream_no = :stream_no AND seq > :after_seq ORDER BY seq LIMIT :limit"
@@ -192,6 +208,7 @@ QUERIES: tuple[str, ...] = (
     STREAM_PROJECTED_SET,
     OUTBOX_LAST,
     OUTBOX_INSERT,
+    OUTBOX_APPEND,
     OUTBOX_AFTER,
     OUTBOX_BEFORE,
     OUTBOX_LINE,

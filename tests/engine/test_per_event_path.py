@@ -1,21 +1,35 @@
 """The per-event path made cheaper keeps every rule: the line's `time` (formatted once per second,
-checked in full once per millisecond), and the outbox row's errors and running summary."""
+checked in full once per millisecond), and the outbox row's errors and running summary, whether the
+row goes in with one statement (the last row where the emitter expects it) or with two."""
 
 from __future__ import annotations
 
 import datetime as dt
 import sqlite3
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine_events import Ceiling, Finished, PhaseCount, Progress, Spend, UnitDone
+from engine_events import (
+    BankStop,
+    Ceiling,
+    Finished,
+    PhaseCount,
+    Progress,
+    Spend,
+    UnitDone,
+    _line,
+    _outbox,
+)
 from engine_events._emitter import Emitter
+from engine_events._events import Event
 from engine_events._line import TIME_PATTERN, format_time, is_time, now_time, time_of_ns
+from engine_events._schema import migrate
 from engine_events._sql import SUMMARY_TYPES
-from engine_events.errors import BookDatabaseError, BookDatabaseRefused
+from engine_events.errors import BookDatabaseError, BookDatabaseRefused, LineTooLong
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # Years 1970 to 9999, to the nanosecond.
@@ -158,4 +172,97 @@ def test_each_row_carries_its_streams_running_summary(tmp_path: Path) -> None:
         assert projected_seq <= last_seq
         last_seq = seq
     emitter.close()
+    conn.close()
+
+
+T = "2026-11-30T02:08:57.213Z"
+kinds = st.sampled_from(["unit_done", "spend", "progress", "ceiling", "bank_stop"])
+
+
+def _event(kind: str, number: int) -> Event:
+    if kind == "unit_done":
+        return UnitDone(unit=f"u{number}", index=number)
+    if kind == "spend":
+        return Spend(committed_micro_usd=number)
+    if kind == "progress":
+        return Progress(phases={"p": PhaseCount(done=0, total=number)})
+    if kind == "ceiling":
+        return Ceiling(shortfall_micro_usd=number)
+    return BankStop(signature=f"s{number}")
+
+
+def _stream(conn: sqlite3.Connection) -> int:
+    conn.execute("INSERT INTO engine_events_stream (engine_run_id, book_id) VALUES ('r', 'b')")
+    return int(conn.execute("SELECT max(stream_no) FROM engine_events_stream").fetchone()[0])
+
+
+def _rows(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+    return conn.execute("SELECT * FROM engine_events_outbox ORDER BY stream_no, seq").fetchall()
+
+
+@given(
+    st.lists(
+        st.tuples(
+            kinds,
+            st.integers(min_value=-3, max_value=3),  # how far the caller's expectation is off
+            st.integers(min_value=0, max_value=20),  # the watermark the caller passes
+            st.booleans(),  # whether a savepoint around it is rolled back
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_a_row_is_the_same_whatever_the_caller_expects(
+    steps: list[tuple[str, int, int, bool]],
+) -> None:
+    """`store` with any expectation of the last row (right, stale after a rollback, behind, none)
+    writes exactly the rows `store` without one writes: the same seq, line, watermark and running
+    summary; a wrong expectation only costs the read it would have saved."""
+    expecting = sqlite3.connect(":memory:", isolation_level=None)
+    reading = sqlite3.connect(":memory:", isolation_level=None)
+    with mock.patch("engine_events._outbox.now_time", lambda: T):
+        for conn in (expecting, reading):
+            migrate(conn)
+            conn.execute("BEGIN")
+        stream_no = _stream(expecting)
+        assert _stream(reading) == stream_no
+        last = 0
+        for number, (kind, off, projected, rolled_back) in enumerate(steps):
+            event = _event(kind, number)
+            for conn in (expecting, reading):
+                if rolled_back:
+                    conn.execute("SAVEPOINT step")
+            seq, line = _outbox.store(
+                expecting, stream_no, event, projected, after_seq=max(0, last + off)
+            )
+            assert (seq, line) == _outbox.store(reading, stream_no, event, projected)
+            assert seq == last + 1
+            if rolled_back:
+                for conn in (expecting, reading):
+                    conn.execute("ROLLBACK TO step")
+                    conn.execute("RELEASE step")
+            else:
+                last = seq
+            assert _rows(expecting) == _rows(reading)
+    expecting.close()
+    reading.close()
+
+
+def test_a_line_too_long_only_at_the_expected_seq_goes_in_at_the_real_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stale expectation one seq too far can give the line one more digit: the limit is judged
+    on the line at the stream's real next seq, not on the expected one."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    conn.execute("BEGIN")
+    stream_no = _stream(conn)
+    with mock.patch("engine_events._outbox.now_time", lambda: T):
+        for number in range(8):
+            _outbox.store(conn, stream_no, Spend(committed_micro_usd=number), 0)
+        event = UnitDone(unit="u", index=0)
+        monkeypatch.setattr(_line, "LINE_BYTES_MAX", len(_line.encode_line(9, event, T)))
+        with pytest.raises(LineTooLong):
+            _line.encode_line(10, event, T)
+        assert _outbox.store(conn, stream_no, event, 0, after_seq=9)[0] == 9
     conn.close()
