@@ -66,6 +66,9 @@ class Projector:
     def project_stream(self, stream_no: int) -> int:
         """Append every committed row of one stream past its watermark; return the lines written.
 
+        One read per batch: a batch that ends short of both bounds ends the stream, so a flush
+        after a checkpoint reads the outbox once, not once more to find nothing.
+
         Raises OSError when the file cannot be written; what was appended before stays counted.
         """
         written = 0
@@ -92,6 +95,10 @@ class Projector:
             self._journal.append(b"".join(lines))
             self.projected[stream_no] = last_seq
             written += len(lines)
+            if len(lines) < BATCH_LINES_MAX and size < BATCH_BYTES_MAX:
+                # The read stopped at the stream's last committed row, not at a bound: nothing
+                # is left (only this process writes the outbox, and not while it projects).
+                return written
 
     def recover(self) -> int:
         """Start-up step (2): append the committed rows not yet projected, of every stream, in

@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 from unittest import mock
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -27,6 +28,7 @@ from engine_events import (
 from engine_events._emitter import Emitter
 from engine_events._events import Event
 from engine_events._line import TIME_PATTERN, format_time, is_time, now_time, time_of_ns
+from engine_events._projection import BATCH_LINES_MAX
 from engine_events._schema import migrate
 from engine_events._sql import SUMMARY_TYPES
 from engine_events.errors import BookDatabaseError, BookDatabaseRefused, LineTooLong
@@ -265,4 +267,35 @@ def test_a_line_too_long_only_at_the_expected_seq_goes_in_at_the_real_one(
         with pytest.raises(LineTooLong):
             _line.encode_line(10, event, T)
         assert _outbox.store(conn, stream_no, event, 0, after_seq=9)[0] == 9
+    conn.close()
+
+
+def test_a_flush_reads_the_outbox_once_and_a_full_batch_goes_on(tmp_path: Path) -> None:
+    """After a checkpoint the projection reads the stream's new rows with one query; a batch cut
+    at the bound of lines is followed by the next, until every committed row is in the journal."""
+    conn = sqlite3.connect(tmp_path / "book.sqlite3", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    emitter = Emitter.open(conn, tmp_path, engine_run_id="r")
+    executed: list[str] = []
+    conn.set_trace_callback(executed.append)
+    with emitter.transaction():
+        emitter.emit(Spend(committed_micro_usd=1))
+    reads = [
+        sql for sql in executed if sql.startswith("SELECT seq, line FROM engine_events_outbox")
+    ]
+    assert len(reads) == 1, reads
+    executed.clear()
+    with emitter.transaction():
+        for number in range(BATCH_LINES_MAX * 2 + 1):
+            emitter.emit(UnitDone(unit="u", index=number))
+    reads = [
+        sql for sql in executed if sql.startswith("SELECT seq, line FROM engine_events_outbox")
+    ]
+    assert len(reads) == 3, "two full batches, then the short one that ends the stream"
+    conn.set_trace_callback(None)
+    journal = (tmp_path / "events.jsonl").read_bytes().splitlines()
+    assert len(journal) == 2 + BATCH_LINES_MAX * 2 + 1
+    assert [orjson.loads(line)["seq"] for line in journal] == list(range(1, len(journal) + 1))
+    emitter.close()
     conn.close()
