@@ -1,7 +1,8 @@
 """Benchmark of the platform tailer against its floors, measured in the same run on the same server.
 
     python bench/bench_ingest.py [--lines N] [--naive-lines N] [--dsn DSN] [--big] [--big-bytes B]
-        [--json]
+        [--big-batch-lines N]
+        [--whole-process] [--whole-lines N,N] [--whole-batches N,N] [--rounds N] [--json]
 
 Figures printed:
 
@@ -11,7 +12,14 @@ Figures printed:
   server (the same number of rows inserted in large batches with nothing else to do);
 - resume: a pass over the same book after a few lines were appended reads only what lies past the
   hint (bytes read are counted by the reader);
-- with --big: one pass over a ~1 GB journal, with its bytes read and the peak RSS of the process.
+- with --big: one pass over a ~1 GB journal, with its bytes read and the peak RSS of the process;
+- with --whole-process: `platform-ingest sweep` run as a process of its own (start-up, connection,
+  registration and the pass: the whole command) over journals of --whole-lines lines (200,000 and
+  1,000,000), with the default batch bounds and with each of --whole-batches, each with the
+  process's own peak RSS; against two floors measured in the same run: COPY of the same rows into
+  the same tables (one `line_hashes` row a line, one `run_units` row a `unit_done`; nothing else),
+  and the naive tailer (timed on its first --naive-lines lines, its rate per line taken for the
+  whole journal). Each rate is the median of --rounds rounds.
 
 Without --dsn an embedded Postgres is started in a temporary directory and removed at the end.
 With --json the figures are printed as one JSON object on stdout (the prose goes to stderr), for
@@ -26,6 +34,8 @@ import hashlib
 import json
 import os
 import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +51,7 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from platform_ingest import Database, migrate  # noqa: E402
+from platform_ingest._apply import BATCH_BYTES_MAX, BATCH_LINES_MAX  # noqa: E402
 from platform_ingest._books import register_book  # noqa: E402
 from platform_ingest._embedded import embedded_postgres  # noqa: E402
 from platform_ingest._pass import BookPass  # noqa: E402
@@ -50,6 +61,7 @@ TIME = "2026-11-30T02:08:57.213Z"
 OUT = sys.stdout
 """Where the prose goes (stderr under --json)."""
 FIGURES: list[dict[str, object]] = []
+NOTES: list[str] = []
 
 
 def say(text: str) -> None:
@@ -285,7 +297,7 @@ def bench_rate(admin_dsn: str, work: Path, lines: int, naive_lines: int) -> None
     db.close()
 
 
-def bench_big(admin_dsn: str, work: Path, target_bytes: int) -> None:
+def bench_big(admin_dsn: str, work: Path, target_bytes: int, batch_lines_max: int) -> None:
     book = work / "big-book"
     book.mkdir()
     journal = book / "events.jsonl"
@@ -299,8 +311,12 @@ def bench_big(admin_dsn: str, work: Path, target_bytes: int) -> None:
     register_book(db, book)
     rss_before = peak_rss_bytes()
     started = time.perf_counter()
-    report = BookPass(db, book.name, mode="auto").run()
+    report = BookPass(db, book.name, mode="auto", batch_lines_max=batch_lines_max).run()
     elapsed = time.perf_counter() - started
+    say(
+        f"big pass (batches of at most {batch_lines_max:,} lines, {BATCH_BYTES_MAX:,} bytes):"
+        f" {report.lines_applied:,} lines applied"
+    )
     say(
         f"big pass: {report.lines_applied:,} lines in {elapsed:.1f} s"
         f" ({report.lines_applied / elapsed:,.0f} lines/s), read {report.bytes_read:,} bytes"
@@ -309,9 +325,10 @@ def bench_big(admin_dsn: str, work: Path, target_bytes: int) -> None:
         f"peak RSS: {peak_rss_bytes() / 1e6:.1f} MB (before the pass: {rss_before / 1e6:.1f} MB;"
         " limit 150 MB)"
     )
+    bounds = "" if batch_lines_max == BATCH_LINES_MAX else f", batches of {batch_lines_max:,} lines"
     figure(
         f"one pass over a {size / 1e9:.2f} GB journal ({count:,} lines,"
-        f" {report.lines_applied / elapsed:,.0f} lines/s): peak RSS",
+        f" {report.lines_applied / elapsed:,.0f} lines/s{bounds}): peak RSS",
         "MB",
         peak_rss_bytes() / 1e6,
         baseline_name="RSS before the pass",
@@ -319,6 +336,224 @@ def bench_big(admin_dsn: str, work: Path, target_bytes: int) -> None:
         target="< 150 MB",
     )
     db.close()
+
+
+SWEEP = """
+import sys
+from platform_ingest._cli import main
+from platform_ingest._pass import BookPass
+peak_file, lines_max, bytes_max = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if lines_max:
+    BookPass.__init__.__kwdefaults__["batch_lines_max"] = lines_max
+if bytes_max:
+    BookPass.__init__.__kwdefaults__["batch_bytes_max"] = bytes_max
+try:
+    code = main(sys.argv[4:])
+finally:
+    with open("/proc/self/status") as status, open(peak_file, "w") as peak:
+        peak.write(next(row for row in status if row.startswith("VmHWM:")))
+sys.exit(code)
+"""
+"""`platform-ingest sweep` as its console script runs it (`main`), in a process of its own; batch
+bounds other than the defaults are set as the pass's defaults first (0: the default kept). At the
+end it writes its peak RSS (`VmHWM`, which exec starts afresh; `ru_maxrss` of a child would count
+the pages it shared with the benchmark when it was forked) to the file named first."""
+
+
+def sweep_process(
+    dsn: str, book: Path, *, lines_max: int = 0, bytes_max: int = 0
+) -> tuple[float, int, dict[str, object]]:
+    """Run `platform-ingest sweep --auto --json BOOK` as a child process: its wall time (from
+    the fork to its exit), its own peak RSS in bytes, and its report."""
+    path = [str(SRC), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+    with tempfile.TemporaryDirectory(prefix="bench-sweep-") as directory:
+        peak_file = Path(directory) / "peak"
+        argv = [sys.executable, "-c", SWEEP, str(peak_file), str(lines_max), str(bytes_max)]
+        argv += ["--dsn", dsn, "sweep", "--auto", "--json", str(book)]
+        started = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, env=env, check=False)
+        elapsed = time.perf_counter() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"sweep exited {done.returncode}: {done.stderr.decode()[-2000:]}")
+        report = json.loads(done.stdout.decode().splitlines()[-1])
+        peak = int(peak_file.read_text().split()[1]) * 1024  # VmHWM:   12345 kB
+    return elapsed, peak, report
+
+
+def copy_floor(dsn: str, lines: int) -> tuple[float, int, int]:
+    """The floor of what a pass writes per line: the same rows into the same tables (migrated,
+    with their keys) by COPY, in one transaction, nothing else. The rows' text is made before the
+    clock starts. Returns the time, and the rows of each table."""
+    digest = "\\\\x" + hashlib.sha256(b"x").hexdigest()
+    hash_rows = [f"1\t{seq}\t{digest}\n" for seq in range(1, lines + 1)]
+    unit_rows = [
+        f"1\tu-{seq:09d}\t{seq}\t1\t{seq}\n" for seq in range(2, lines + 1) if seq % 3 == 1
+    ]
+    chunks = {
+        "COPY line_hashes (attempt_id, seq, sha256) FROM STDIN": _chunks(hash_rows),
+        "COPY run_units (run_id, unit, unit_index, attempt_id, seq) FROM STDIN": _chunks(unit_rows),
+    }
+    del hash_rows
+    with psycopg.connect(dsn) as connection:
+        started = time.perf_counter()
+        with connection.transaction(), connection.cursor() as cursor:
+            for statement, data in chunks.items():
+                with cursor.copy(statement) as copy:
+                    for chunk in data:
+                        copy.write(chunk)
+        elapsed = time.perf_counter() - started
+    return elapsed, lines, len(unit_rows)
+
+
+def _chunks(rows: list[str], rows_a_chunk: int = 50_000) -> list[bytes]:
+    return [
+        "".join(rows[first : first + rows_a_chunk]).encode()
+        for first in range(0, len(rows), rows_a_chunk)
+    ]
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as file:
+        return " ".join(file.read().split()[:3])
+
+
+def bench_whole_process(
+    admin_dsn: str,
+    work: Path,
+    line_counts: list[int],
+    batch_bounds: list[tuple[int, int]],
+    *,
+    naive_lines: int,
+    rounds: int,
+) -> None:
+    """Each round measures the COPY floor, then every batch bound in turn (the order rotated from
+    round to round); a figure is the median of the rounds (its ratio, the median of the rounds'
+    ratios), its peak RSS the highest of the rounds. The naive tailer is timed once per size."""
+    load_before = load_average()
+    say(f"whole process: load average {load_before} before, on {os.cpu_count()} cores")
+    bounds = [(0, 0, f"default bounds ({BATCH_LINES_MAX:,} lines, {BATCH_BYTES_MAX:,} bytes)")]
+    bounds += [
+        (
+            lines_max,
+            bytes_max,
+            f"batches of {lines_max:,} lines, {bytes_max or BATCH_BYTES_MAX:,} bytes",
+        )
+        for lines_max, bytes_max in batch_bounds
+        if (lines_max, bytes_max or BATCH_BYTES_MAX) != (BATCH_LINES_MAX, BATCH_BYTES_MAX)
+    ]
+    for lines in line_counts:
+        book = work / f"whole-{lines}"
+        book.mkdir()
+        journal = book / "events.jsonl"
+        size = write_journal(journal, journal_lines(book.name, lines))
+        say(f"journal: {lines:,} lines, {size / 1e6:.1f} MB")
+        sample = min(naive_lines, lines)
+        applied, naive_elapsed = naive_tailer(
+            fresh_database(admin_dsn, "bench_naive"), journal, sample
+        )
+        naive_rate = applied / naive_elapsed
+        say(
+            f"  naive tailer, timed on the first {applied:,} lines: {naive_rate:,.0f} lines/s"
+            f" (the whole journal would take {lines / naive_rate:,.0f} s)"
+        )
+        copy_rates: list[float] = []
+        rates: dict[int, list[float]] = {index: [] for index in range(len(bounds))}
+        peaks: dict[int, int] = dict.fromkeys(range(len(bounds)), 0)
+        for round_no in range(rounds):
+            copy_dsn = fresh_database(admin_dsn, "bench_copy")
+            migrate_dsn(copy_dsn)
+            copy_elapsed, hash_rows, unit_rows = copy_floor(copy_dsn, lines)
+            copy_rates.append(lines / copy_elapsed)
+            say(
+                f"  round {round_no + 1}: COPY floor, {hash_rows:,} line_hashes rows and"
+                f" {unit_rows:,} run_units rows in {copy_elapsed:.2f} s ="
+                f" {copy_rates[-1]:,.0f} lines/s (load {load_average()})"
+            )
+            order = list(range(len(bounds)))
+            order = order[round_no % len(order) :] + order[: round_no % len(order)]
+            for index in order:
+                lines_max, bytes_max, label = bounds[index]
+                dsn = fresh_database(admin_dsn, "bench_sweep")
+                migrate_dsn(dsn)
+                elapsed, rss, report = sweep_process(
+                    dsn, book, lines_max=lines_max, bytes_max=bytes_max
+                )
+                applied_lines = int(str(report["lines_applied"]))
+                if applied_lines != lines:
+                    raise RuntimeError(f"sweep applied {applied_lines:,} of {lines:,} lines")
+                rates[index].append(lines / elapsed)
+                peaks[index] = max(peaks[index], rss)
+                say(
+                    f"    sweep, {label}: {elapsed:.2f} s = {lines / elapsed:,.0f} lines/s;"
+                    f" peak RSS {rss / 1e6:.1f} MB; / COPY {lines / elapsed / copy_rates[-1]:.2f}"
+                )
+        copy_rate = statistics.median(copy_rates)
+        for index, (_, _, label) in enumerate(bounds):
+            rate = statistics.median(rates[index])
+            to_copy = statistics.median(
+                each / floor for each, floor in zip(rates[index], copy_rates, strict=True)
+            )
+            say(
+                f"  {label}: median {rate:,.0f} lines/s; / COPY {to_copy:.2f} (median of the"
+                f" rounds); / naive {rate / naive_rate:.0f}x; peak RSS {peaks[index] / 1e6:.1f} MB"
+            )
+            name = f"whole process: `sweep` over {lines:,} lines, {label}"
+            if rounds > 1:
+                name += f"; median of {rounds} rounds"
+            figure(
+                name,
+                "lines/s",
+                rate,
+                baseline_name="floor: COPY of the same rows into the same tables, nothing else",
+                baseline=copy_rate,
+                ratio=to_copy,
+                target="ratio >= 0.5",
+            )
+            figure(
+                name,
+                "lines/s",
+                rate,
+                baseline_name=(
+                    f"baseline: a naive tailer, one transaction per line (timed on"
+                    f" {applied:,} lines)"
+                ),
+                baseline=naive_rate,
+                target="ratio >= 100",
+            )
+            figure(
+                f"whole process: `sweep` over {lines:,} lines, {label}: peak RSS",
+                "MB",
+                peaks[index] / 1e6,
+                baseline_name="the journal's size",
+                baseline=size / 1e6,
+                target="< 150 MB",
+            )
+        journal.unlink()
+    load_after = load_average()
+    say(f"whole process: load average {load_after} after")
+    NOTES.append(
+        f"Load average {load_before} before, {load_after} after, on {os.cpu_count()} cores."
+        f" Each rate is the median of {rounds} rounds; in each round the COPY floor is measured"
+        " first, then every batch bound in turn. Only ratios within one run count. The naive"
+        f" tailer is timed on its first {naive_lines:,} lines and its rate taken for the whole"
+        " journal; the sweep's time is the whole command (start-up, connection, registration,"
+        " the pass); its peak RSS is its own (VmHWM)."
+    )
+
+
+def _bounds(text: str) -> tuple[int, int]:
+    """'LINES' or 'LINES:BYTES' (0 bytes: the default byte bound)."""
+    lines_max, _, bytes_max = text.partition(":")
+    return int(lines_max), int(bytes_max or 0)
+
+
+def migrate_dsn(dsn: str) -> None:
+    db = Database(dsn)
+    try:
+        migrate(db)
+    finally:
+        db.close()
 
 
 def main() -> None:
@@ -333,6 +568,34 @@ def main() -> None:
     parser.add_argument("--dsn", default=os.environ.get("PLATFORM_INGEST_DSN"))
     parser.add_argument("--big", action="store_true", help="also pass over a ~1 GB journal")
     parser.add_argument("--big-bytes", type=int, default=1_000_000_000)
+    parser.add_argument(
+        "--big-batch-lines",
+        type=int,
+        default=BATCH_LINES_MAX,
+        help="the line bound of --big's pass (the byte bound stays the default)",
+    )
+    parser.add_argument(
+        "--whole-process",
+        action="store_true",
+        help="`platform-ingest sweep` as a process, for several batch bounds, against COPY",
+    )
+    parser.add_argument(
+        "--whole-lines",
+        default="200000,1000000",
+        help="the journals' sizes for --whole-process (comma-separated)",
+    )
+    parser.add_argument(
+        "--whole-batches",
+        default="5000,20000,50000",
+        help="the batch bounds tried by --whole-process beside the default, comma-separated:"
+        " LINES (with the default byte bound) or LINES:BYTES",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of --whole-process (each figure is the median of the rounds)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
     args = parser.parse_args()
     global OUT  # noqa: PLW0603 - the prose's destination, chosen once by the command line
@@ -342,11 +605,20 @@ def main() -> None:
         with contextlib.ExitStack() as stack:
             admin_dsn = args.dsn or stack.enter_context(embedded_postgres(work / "postgres"))
             if args.big:
-                bench_big(admin_dsn, work, args.big_bytes)
+                bench_big(admin_dsn, work, args.big_bytes, args.big_batch_lines)
+            elif args.whole_process:
+                bench_whole_process(
+                    admin_dsn,
+                    work,
+                    [int(each) for each in args.whole_lines.split(",")],
+                    [_bounds(each) for each in args.whole_batches.split(",")],
+                    naive_lines=args.naive_lines,
+                    rounds=args.rounds,
+                )
             else:
                 bench_rate(admin_dsn, work, args.lines, args.naive_lines)
     if args.json:
-        print(json.dumps({"bench": "ingest", "figures": FIGURES}))
+        print(json.dumps({"bench": "ingest", "figures": FIGURES, "notes": NOTES}))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ ratio; this runner collects their figures and writes one page: a table per bench
 figure, the floor or baseline, the ratio, the target), the machine it ran on, and how to rerun it.
 
 - `bench/bench_emitter.py --json`, `bench/bench_outbox_prune.py --json`,
-  `bench/bench_ingest.py --json` (and `--big`) and `bench/bench_decode.py --json` print their
+  `bench/bench_ingest.py --json` (and `--big`, and `--whole-process`: `platform-ingest sweep` as
+  a process, by batch bounds, against COPY) and `bench/bench_decode.py --json` print their
   figures as JSON (with notes to print under them, such as the machine's load while the figures
   were taken);
 - `bench/bench_retention.py --json` (the platform's bounded storage: bytes per attempt before and
@@ -42,6 +43,7 @@ FULL = {
     "outbox-prune": [],
     "ingest": [],
     "ingest-big": ["--big"],
+    "ingest-whole": ["--whole-process"],
     "decode": [],
     "retention": [],
 }
@@ -50,6 +52,17 @@ QUICK = {
     "outbox-prune": ["--events", "2000"],
     "ingest": ["--lines", "20000", "--naive-lines", "2000"],
     "ingest-big": ["--big", "--big-bytes", "50000000"],
+    "ingest-whole": [
+        "--whole-process",
+        "--whole-lines",
+        "20000",
+        "--whole-batches",
+        "5000",
+        "--naive-lines",
+        "2000",
+        "--rounds",
+        "1",
+    ],
     "decode": ["--streams", "20", "--rounds", "7"],
     "retention": [
         "--attempt-lines",
@@ -274,6 +287,13 @@ def main() -> None:
                 as_json=True,
             )
         )
+    results.append(
+        run(
+            "Tailer: `platform-ingest sweep` as a whole process, by batch bounds",
+            ["bench/bench_ingest.py", "--json", *sizes["ingest-whole"], *dsn_args],
+            as_json=True,
+        )
+    )
     results.append(
         run(
             "Platform decoder: a line against orjson.loads",

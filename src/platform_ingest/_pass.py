@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _sql
-from ._apply import BATCH_LINES_MAX, CommitHook, Writer, seal
+from ._apply import BATCH_BYTES_MAX, BATCH_LINES_MAX, CommitHook, Writer, seal
 from ._books import (
     book_lock_key,
     book_ref,
@@ -110,15 +110,19 @@ class BookPass:
         *,
         mode: Mode = "named",
         batch_lines_max: int = BATCH_LINES_MAX,
+        batch_bytes_max: int = BATCH_BYTES_MAX,
         book_lock: bool = True,
         commit_hook: CommitHook | None = None,
     ) -> None:
         if batch_lines_max < 1:
             raise ValueError("batch_lines_max must be at least 1")
+        if batch_bytes_max < 1:
+            raise ValueError("batch_bytes_max must be at least 1")
         self.db = db
         self.book_id = book_id
         self.mode: Mode = mode
         self.batch_lines_max = batch_lines_max
+        self.batch_bytes_max = batch_bytes_max
         self.book_lock = book_lock
         self.commit_hook = commit_hook
         self.ref = book_ref(book_id)
@@ -392,7 +396,13 @@ class _Pass:
 
     def _read(self, journal: Journal, start: int) -> None:
         """Every complete line from `start`, in order, to the rules; the book's scan hint follows
-        the last line decided (set on the book only when a batch is sealed, and at the end)."""
+        the last line decided (set on the book only when a batch is sealed, and at the end).
+
+        A batch is sealed when it holds `batch_lines_max` lines or `batch_bytes_max` bytes of
+        lines, whichever comes first (a single longer line makes a batch of its own). The bytes
+        are the decided lines' sizes: what the batch holds grows with them (a progress line's
+        phases are held until the batch is sealed); an over-long line the reader skipped is
+        held by nobody and counts nothing."""
         book, rules = self.book, self.rules
         book.scan_mode = self.owner.mode
         if start == 0:
@@ -404,13 +414,18 @@ class _Pass:
                     book.scan, book.scan_stream = attempt.hint, attempt.engine_run_id
                     break
         batch_lines_max = 1 if self.owner.isolating else self.owner.batch_lines_max
+        batch_bytes_max = self.owner.batch_bytes_max
+        batch_bytes = 0
         for offset, raw in journal.lines(start):
             if not rules.take(offset, raw):
                 break
-            if rules.batch.lines >= batch_lines_max:
+            if type(raw) is bytes:
+                batch_bytes += len(raw)
+            if rules.batch.lines >= batch_lines_max or batch_bytes >= batch_bytes_max:
                 self._move_scan_hint()
                 rules.batch.book_changed = True
                 self._flush()
+                batch_bytes = 0
         self._move_scan_hint()
 
     def _move_scan_hint(self) -> None:
@@ -468,7 +483,14 @@ def sweep_book(
     mode: Mode = "named",
     roots: Sequence[Path] = (),
     batch_lines_max: int = BATCH_LINES_MAX,
+    batch_bytes_max: int = BATCH_BYTES_MAX,
 ) -> PassReport:
     """Register the book directory if needed (refused outside `roots`) and make one pass over it."""
     book = register_book(db, book_dir, roots)
-    return BookPass(db, book.book_id, mode=mode, batch_lines_max=batch_lines_max).run()
+    return BookPass(
+        db,
+        book.book_id,
+        mode=mode,
+        batch_lines_max=batch_lines_max,
+        batch_bytes_max=batch_bytes_max,
+    ).run()
