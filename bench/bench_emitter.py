@@ -9,12 +9,9 @@
    the floor of the same batch: ONE bare SQLite WAL+FULL commit of 100 rows of the same bytes
    (inserted with one executemany) plus ONE bare write+fsync of the same 100 lines. The commit and
    the fsync are paid once per 100 events, so what separates the two is the per-event Python.
-In both, floor and project alternate in rounds (so a disk or a neighbour slowing down for a while
-weighs on both) and the ratio is the median of the rounds' ratios. The load average
-(/proc/loadavg) is noted before and after.
-3. Memory: peak RSS of a process that projects 1,000,000 committed events (target: under 100 MB),
-   measured in a fresh child process so that nothing else is counted.
-The directory should be on the disk the engine would use (default: a temporary directory).
+In both, floor and project alternate checkpoint by checkpoint, in rounds (so a disk or a neighbour
+slowing down for a while weighs on both alike), and the ratio is the median of the rounds' ratios.
+The load average (/proc/loadavg) is noted before and after.
 With --json the figures are printed as one JSON object on stdout (the prose goes to stderr), for
 `bench/run_all.py`.
 """
@@ -42,75 +39,94 @@ HOST_TABLE = "CREATE TABLE checkpoint (step INTEGER PRIMARY KEY, state TEXT NOT 
 HOST_INSERT = "INSERT INTO checkpoint (step, state) VALUES (?, 'done')"
 
 
-def floor_rate(work: Path, events: int, line: bytes) -> float:
-    """Bare SQLite WAL+FULL commit of a same-size row, then bare write+fsync of a same-size line."""
-    conn = sqlite3.connect(work / "floor.sqlite3", isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, line BLOB NOT NULL)")
-    fd = os.open(work / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    started = time.perf_counter()
-    for step in range(events):
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t (id, line) VALUES (?, ?)", (step, line))
-        conn.commit()
-        os.write(fd, line)
-        os.fsync(fd)
-    elapsed = time.perf_counter() - started
-    os.close(fd)
-    conn.close()
-    return events / elapsed
-
-
-def batched_floor_rate(work: Path, events: int, per_transaction: int, line: bytes) -> float:
-    """Per checkpoint: one bare WAL+FULL commit of `per_transaction` rows of `line`, then one bare
+class Floor:
+    """The floor of one checkpoint of `per_transaction` events: one bare WAL+FULL commit of that
+    many rows of `line` (one execute for one row, one executemany for more), then one bare
     write+fsync of the same lines."""
-    conn = sqlite3.connect(work / "floor-batched.sqlite3", isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, line BLOB NOT NULL)")
-    fd = os.open(work / "floor-batched.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def __init__(self, work: Path, per_transaction: int, line: bytes) -> None:
+        self.conn = sqlite3.connect(work / "floor.sqlite3", isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, line BLOB NOT NULL)")
+        self.fd = os.open(work / "floor.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.per_transaction = per_transaction
+        self.line = line
+        self.lines = line * per_transaction
+        self.rows = 0
+
+    def checkpoint(self) -> None:
+        first, self.rows = self.rows, self.rows + self.per_transaction
+        self.conn.execute("BEGIN IMMEDIATE")
+        if self.per_transaction == 1:
+            self.conn.execute("INSERT INTO t (id, line) VALUES (?, ?)", (first, self.line))
+        else:
+            self.conn.executemany(
+                "INSERT INTO t (id, line) VALUES (?, ?)",
+                ((first + index, self.line) for index in range(self.per_transaction)),
+            )
+        self.conn.commit()
+        os.write(self.fd, self.lines)
+        os.fsync(self.fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self.conn.close()
+
+
+class Project:
+    """One checkpoint of the host: its own row and `per_transaction` events in one transaction,
+    committed, then projected (write+fsync)."""
+
+    def __init__(self, work: Path, per_transaction: int) -> None:
+        book = work / "book"
+        book.mkdir()
+        self.conn = connect(book / DATABASE_FILE_NAME)
+        self.conn.execute(HOST_TABLE)
+        self.emitter = Emitter.open(self.conn, book, engine_run_id="bench")
+        self.per_transaction = per_transaction
+        self.step = 0
+
+    def checkpoint(self) -> None:
+        self.step += 1
+        with self.emitter.transaction():
+            self.conn.execute(HOST_INSERT, (self.step,))
+            for _ in range(self.per_transaction):
+                self.emitter.emit(Spend(committed_micro_usd=self.step * 1000))
+
+    def close(self) -> None:
+        self.emitter.close()
+        self.conn.close()
+
+
+def alternate(work: Path, events: int, per_transaction: int, line: bytes) -> tuple[float, float]:
+    """(floor, project) in events/s over `events` events, their checkpoints alternating one for
+    one (which goes first alternating too), so that a disk slowing down for a while weighs on
+    both alike."""
+    (work / "floor").mkdir()
+    (work / "project").mkdir()
+    floor, project = (
+        Floor(work / "floor", per_transaction, line),
+        Project(work / "project", per_transaction),
+    )
+    spent = {"floor": 0.0, "project": 0.0}
     transactions = max(1, events // per_transaction)
-    lines = line * per_transaction
-    started = time.perf_counter()
-    for step in range(transactions):
-        first = step * per_transaction
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(
-            "INSERT INTO t (id, line) VALUES (?, ?)",
-            ((first + index, line) for index in range(per_transaction)),
-        )
-        conn.commit()
-        os.write(fd, lines)
-        os.fsync(fd)
-    elapsed = time.perf_counter() - started
-    os.close(fd)
-    conn.close()
-    return transactions * per_transaction / elapsed
+    try:
+        for step in range(transactions):
+            for name in ("floor", "project") if step % 2 == 0 else ("project", "floor"):
+                started = time.perf_counter()
+                (floor if name == "floor" else project).checkpoint()
+                spent[name] += time.perf_counter() - started
+    finally:
+        floor.close()
+        project.close()
+    done = transactions * per_transaction
+    return done / spent["floor"], done / spent["project"]
 
 
 def load_average() -> str:
     path = Path("/proc/loadavg")
     return " ".join(path.read_text().split()[:3]) if path.exists() else "unknown"
-
-
-def emitter_rate(work: Path, events: int, per_transaction: int) -> float:
-    book = work / f"book-{per_transaction}"
-    book.mkdir()
-    conn = connect(book / DATABASE_FILE_NAME)
-    conn.execute(HOST_TABLE)
-    emitter = Emitter.open(conn, book, engine_run_id=f"bench-{per_transaction}")
-    transactions = max(1, events // per_transaction)
-    started = time.perf_counter()
-    for step in range(transactions):
-        with emitter.transaction():
-            conn.execute(HOST_INSERT, (step,))
-            for _ in range(per_transaction):
-                emitter.emit(Spend(committed_micro_usd=step * 1000))
-    elapsed = time.perf_counter() - started
-    emitter.close()
-    conn.close()
-    return transactions * per_transaction / elapsed
 
 
 def memory_child(work: Path, events: int) -> None:
@@ -139,7 +155,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--events", type=int, default=5000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--batched-events", type=int, default=200_000)
     parser.add_argument("--memory-events", type=int, default=1_000_000)
     parser.add_argument("--dir", type=Path, default=None)
@@ -160,15 +176,17 @@ def main() -> None:
             f"SQLite {sqlite3.sqlite_version}",
             file=out,
         )
-        # Floor and project alternate in rounds, so that a disk or a neighbour slowing down for a
-        # while weighs on both; the ratio is the median of the rounds' ratios.
+        # Floor and project alternate checkpoint by checkpoint within each round, so that a disk
+        # or a neighbour slowing down for a while weighs on both; the ratio is the median of the
+        # rounds' ratios.
         ratios, floors, singles = [], [], []
         for round_number in range(args.rounds):
             round_dir = work / f"round-{round_number}"
             round_dir.mkdir()
-            floors.append(floor_rate(round_dir, args.events // args.rounds, line))
-            singles.append(emitter_rate(round_dir, args.events // args.rounds, 1))
-            ratios.append(singles[-1] / floors[-1])
+            floor_rate, single_rate = alternate(round_dir, args.events // args.rounds, 1, line)
+            floors.append(floor_rate)
+            singles.append(single_rate)
+            ratios.append(single_rate / floor_rate)
         floor, single = statistics.median(floors), statistics.median(singles)
         print(
             f"durable per-event rate : {single:10.0f} events/s   floor {floor:10.0f}/s   "
@@ -192,9 +210,10 @@ def main() -> None:
         for round_number in range(args.rounds):
             round_dir = work / f"batched-{round_number}"
             round_dir.mkdir()
-            batched_floors.append(batched_floor_rate(round_dir, per_round, 100, line))
-            batcheds.append(emitter_rate(round_dir, per_round, 100))
-            batched_ratios.append(batcheds[-1] / batched_floors[-1])
+            floor_rate, batched_rate = alternate(round_dir, per_round, 100, line)
+            batched_floors.append(floor_rate)
+            batcheds.append(batched_rate)
+            batched_ratios.append(batched_rate / floor_rate)
         batched, batched_floor = statistics.median(batcheds), statistics.median(batched_floors)
         batched_ratio = statistics.median(batched_ratios)
         print(
