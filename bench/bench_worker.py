@@ -1,6 +1,6 @@
 """Benchmark of the worker (`platform-ingest run`) against its targets and floors, in one run.
 
-    python bench/bench_worker.py [--only latency|idle|scale] [--lines 1000] [--pace-ms 20]
+    python bench/bench_worker.py [--only latency|idle|startup|scale] [--lines 1000] [--pace-ms 20]
         [--books 10000] [--idle-s 30] [--busy-books 200] [--busy-lines 1000] [--dsn DSN]
 
 Figures printed (each with its target):
@@ -16,6 +16,11 @@ Figures printed (each with its target):
   applied them all: its CPU over `--idle-s` seconds (target < 5 % of a core) with its Postgres
   backend's CPU beside it, its RSS, its inotify watches (against max_user_watches), and the time
   from appending a line to one random book to that line's commit (target <= 1 s), for 20 books.
+- startup: N book directories (each with a short journal), one worker: the time from starting the
+  process to the end of its first safety pass (its metric `last_survey_timestamp_seconds`; target
+  <= 5 s for 10,000 books), (a) with every book new, then until every line is applied, and (b) a
+  restart over the same books, all applied, with the passes it made (none needed). The load
+  average (/proc/loadavg) is printed beside each.
 - scale: 200 busy books (each gets `--busy-lines` lines written at once) under one worker, then
   under two workers on a fresh database: lines applied per second, and the ratio (on 2 cores the
   point is that it does not fall).
@@ -35,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -314,6 +320,90 @@ def bench_idle(admin_dsn: str, work: Path, books: int, idle_s: float) -> None:
     )
 
 
+# --- start-up with many books -------------------------------------------------------------------
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def metrics_of(log: Path, process: subprocess.Popen[bytes]) -> dict[str, float]:
+    """The worker's metrics, once it has logged its metrics port."""
+    port = None
+    while port is None:
+        if process.poll() is not None:
+            raise SystemExit(f"the worker exited with {process.returncode}")
+        for text in log.read_bytes().splitlines():
+            with contextlib.suppress(orjson.JSONDecodeError):
+                message = str(orjson.loads(text).get("message", ""))
+                if message.startswith("metrics on port "):
+                    port = int(message.rsplit(" ", 1)[1])
+        time.sleep(0.01)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        found = {}
+        for text in response.read().decode().splitlines():
+            if text and not text.startswith("#"):
+                name, value = text.rsplit(" ", 1)
+                found[name] = float(value)
+        return found
+
+
+def first_survey_s(log: Path, process: subprocess.Popen[bytes], started_at: float) -> float:
+    """Seconds from `started_at` (wall clock, before the process started) to the end of the
+    worker's first safety pass."""
+    while True:
+        done = metrics_of(log, process).get("platform_ingest_last_survey_timestamp_seconds", 0.0)
+        if done > 0:
+            return done - started_at
+        time.sleep(0.02)
+
+
+def passes(metrics: dict[str, float]) -> str:
+    counts = {
+        name.split('"')[1]: int(value)
+        for name, value in metrics.items()
+        if name.startswith("platform_ingest_passes_total{")
+    }
+    return ", ".join(f"{trigger} {count}" for trigger, count in sorted(counts.items())) or "none"
+
+
+def bench_startup(admin_dsn: str, work: Path, books: int) -> None:
+    dsn = fresh_database(admin_dsn, "bench_worker_startup")
+    root = work / "startup"
+    root.mkdir()
+    for number in range(books):
+        book_id = f"book-{number:06d}"
+        (root / book_id).mkdir()
+        (root / book_id / "events.jsonl").write_bytes(hello(book_id) + unit(2) + unit(3))
+    options = ("--metrics-port", "0", "--no-compact")
+    lines = []
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        load = loadavg()
+        started_at = time.time()
+        with worker(dsn, root, work / "startup-new.log", *options) as process:
+            new_s = first_survey_s(work / "startup-new.log", process, started_at)
+            wait_until(connection, "SELECT count(*) FROM attempts WHERE last_seq = 3", books)
+            applied_s = time.time() - started_at
+            new_passes = passes(metrics_of(work / "startup-new.log", process))
+        lines.append(f"  (a) all new (load {load}): first safety pass complete {new_s:.2f} s;")
+        lines.append(f"      every line applied {applied_s:.1f} s; passes: {new_passes}")
+        time.sleep(2.0)
+        load = loadavg()
+        started_at = time.time()
+        with worker(dsn, root, work / "startup-restart.log", *options) as process:
+            restart_s = first_survey_s(work / "startup-restart.log", process, started_at)
+            time.sleep(5.0)
+            restart_passes = passes(metrics_of(work / "startup-restart.log", process))
+        lines.append(
+            f"  (b) restart, all applied (load {load}): first safety pass complete"
+            f" {restart_s:.2f} s; passes in its first 5 s after it: {restart_passes}"
+        )
+    print(
+        f"\nstartup: {books} book directories, one worker (target <= 5 s to the first safety pass)"
+    )
+    print("\n".join(lines))
+
+
 # --- two workers against one ------------------------------------------------------------------
 
 
@@ -358,10 +448,10 @@ def bench_scale(admin_dsn: str, work: Path, books: int, lines: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=("latency", "idle", "scale"))
+    parser.add_argument("--only", choices=("latency", "idle", "startup", "scale"))
     parser.add_argument("--lines", type=int, default=1000, help="latency: lines written")
     parser.add_argument("--pace-ms", type=int, default=20, help="latency: between lines")
-    parser.add_argument("--books", type=int, default=10_000, help="idle: book directories")
+    parser.add_argument("--books", type=int, default=10_000, help="idle, startup: book directories")
     parser.add_argument("--idle-s", type=float, default=30.0, help="idle: CPU measured over")
     parser.add_argument("--busy-books", type=int, default=200)
     parser.add_argument("--busy-lines", type=int, default=1000)
@@ -375,6 +465,8 @@ def main() -> None:
                 bench_latency(admin_dsn, work, args.lines, args.pace_ms)
             if args.only in (None, "idle"):
                 bench_idle(admin_dsn, work, args.books, args.idle_s)
+            if args.only in (None, "startup"):
+                bench_startup(admin_dsn, work, args.books)
             if args.only in (None, "scale"):
                 bench_scale(admin_dsn, work, args.busy_books, args.busy_lines)
 

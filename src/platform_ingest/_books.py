@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import _sql
 from ._cursor import BOOK_PATH_CONFLICT, BookView
-from ._db import Database
+from ._db import Database, Row
 from ._decode import IDENTIFIER_BYTES_MAX
 from .errors import BookPathConflict, ConfigError, NotFound, NotUtf8Path, PathOutsideRoots
 
@@ -87,30 +87,82 @@ def resolve_book_dir(book_dir: str | os.PathLike[str], roots: Sequence[Path] = (
     return real
 
 
-def register_book(
-    db: Database, book_dir: str | os.PathLike[str], roots: Sequence[Path] = ()
-) -> BookView:
-    """Register the book on first sight (id = the directory's name) and return it."""
-    real = resolve_book_dir(book_dir, roots)
+REGISTER_PAGE_BOOKS = 500
+"""Books are registered in pages of this many: one insert and one read-back per page."""
+
+Refused = ConfigError | NotFound
+"""Why a directory is not a book: its typed error (`register_books` keeps one per directory)."""
+
+
+def register_books(
+    db: Database, book_dirs: Sequence[str | os.PathLike[str]], roots: Sequence[Path] = ()
+) -> list[Row | Refused]:
+    """Register every book not yet registered, in pages, and return each one's row
+    (`_sql.BOOKS_BY_ID`), in the order given, or why that directory was refused.
+
+    Each directory is checked as `resolve_book_dir` does, then the new ones are inserted with one
+    statement per page and every page is read back with one query. A directory refused (not
+    UTF-8, outside the roots, not a directory, a second directory of a registered book's name)
+    gets its own typed error; the others are registered all the same.
+    """
+    results: list[Row | Refused | None] = []
+    resolved: dict[int, Path] = {}
+    for index, book_dir in enumerate(book_dirs):
+        try:
+            resolved[index] = resolve_book_dir(book_dir, roots)
+        except (ConfigError, NotFound) as error:
+            results.append(error)
+        else:
+            results.append(None)
+    # One path per book id is inserted (the first given): a second directory of the same name
+    # meets the first one's row below, as it would meet a book registered earlier.
+    paths: dict[str, str] = {}
+    for real in resolved.values():
+        paths.setdefault(real.name, str(real))
+    ids = sorted(paths)
+    rows: dict[str, Row] = {}
+    for first in range(0, len(ids), REGISTER_PAGE_BOOKS):
+        page = ids[first : first + REGISTER_PAGE_BOOKS]
+        db.execute(_sql.BOOKS_INSERT, (page, [paths[book_id] for book_id in page]))
+        for row in db.fetch_all(_sql.BOOKS_BY_ID, (page,)):
+            rows[row["book_id"]] = row
+    for index, real in resolved.items():
+        try:
+            results[index] = _registered(db, book_dirs[index], real, rows.get(real.name))
+        except (ConfigError, NotFound) as error:
+            results[index] = error
+    return [result for result in results if result is not None]
+
+
+def _registered(db: Database, book_dir: str | os.PathLike[str], real: Path, row: Row | None) -> Row:
+    """The book's row, once its directory is known to be the one registered: a second directory
+    of the book's name is recorded on the book (`book_path_conflict`) and refused."""
     book_id = real.name
-    db.execute(_sql.BOOK_INSERT, (book_id, str(real)))
-    row = db.fetch_one(_sql.BOOK_SELECT, (book_id,))
     if row is None:
         raise NotFound(f"book {book_id!r} vanished while it was registered")
-    book = BookView.from_row(row)
-    if book.path != str(real):
+    if row["path"] != str(real):
         db.execute(
             _sql.BOOK_PROBLEM_SET,
             (
                 book_id,
                 BOOK_PATH_CONFLICT,
                 f"a second directory has this book's name: {real}; the book stays registered at "
-                f"{book.path}, and the second directory is not read",
+                f"{row['path']}, and the second directory is not read",
                 str(real),
             ),
         )
-        raise BookPathConflict(str(book_dir), book.path)
-    return book
+        raise BookPathConflict(str(book_dir), row["path"])
+    return row
+
+
+def register_book(
+    db: Database, book_dir: str | os.PathLike[str], roots: Sequence[Path] = ()
+) -> BookView:
+    """Register the book on first sight (id = the directory's name) and return it."""
+    (result,) = register_books(db, [book_dir], roots)
+    if isinstance(result, Exception):
+        raise result
+    return BookView.from_row(result)
 
 
 def recheck_path_conflicts(db: Database, book: BookView) -> None:

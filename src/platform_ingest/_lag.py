@@ -51,6 +51,10 @@ class Lag:
     """Seconds since then, on the server's clock (None: never)."""
     file_size: int
     cursor_offset: int
+    journal_refused: bool = False
+    """Something is at the journal's path that a pass refuses (not a regular file: a FIFO, a
+    symbolic link, a directory) or the journal could not be read: no lag shows, but a pass
+    records the book's problem."""
 
     def as_json(self) -> dict[str, Any]:
         """The book's `lag` in `show --json`. The age itself is not in it (it would make two
@@ -114,22 +118,27 @@ def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None 
     """The lag of one book from its row (`_sql.BOOKS_*`) and its attempts' rows
     (`_sql.ATTEMPTS_LAG_OF_BOOKS`)."""
     path = Path(book["path"]) / JOURNAL_NAME
+    refused = False
     try:
         found = os.stat(path, follow_symlinks=False)
-    except OSError:
+    except FileNotFoundError:
         size, identity = 0, None
+    except OSError:
+        size, identity, refused = 0, None, True
     else:
         regular = stat.S_ISREG(found.st_mode)
         size, identity = (found.st_size, file_identity(found)) if regular else (0, None)
+        refused = not regular
     cursor = min(_cursor(book, attempts, identity), size)
     lines, exact = count_lines(path, cursor, size, lines_bytes_max)
+    refused = refused or (not exact and lines == 0 and cursor < size)
     applied = [row["last_applied_at"] for row in attempts if row["last_applied_at"] is not None]
     last_applied_at = max(applied) if applied else None
     age_s = None
     if last_applied_at is not None:
         now: datetime = attempts[0]["now"]
         age_s = max(0.0, (now - last_applied_at).total_seconds())
-    return Lag(size - cursor, lines, exact, last_applied_at, age_s, size, cursor)
+    return Lag(size - cursor, lines, exact, last_applied_at, age_s, size, cursor, refused)
 
 
 def lag_of_books(

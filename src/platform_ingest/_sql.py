@@ -298,11 +298,13 @@ MIGRATIONS: dict[int, tuple[Statement, ...]] = {
 
 # --- books ----------------------------------------------------------------------------------
 
-BOOK_INSERT = _q(
-    "book_insert",
-    # No conflict target: two workers registering the same new book at once may meet on either
-    # unique index (book_id or path), and both mean "already registered".
-    "INSERT INTO books (book_id, path) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+BOOKS_INSERT = _q(
+    "books_insert",
+    # A page of books at once (ids, paths): those already registered are left as they are. No
+    # conflict target: two workers registering the same new book at once may meet on either unique
+    # index (book_id or path), and both mean "already registered".
+    """INSERT INTO books (book_id, path) SELECT * FROM unnest(%s::text[], %s::text[])
+       ON CONFLICT DO NOTHING""",
 )
 BOOK_SELECT = _q("book_select", f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id = %s")
 BOOK_SELECT_BY_PATH = _q(

@@ -3,8 +3,11 @@
 - The books: each directory directly under a root, registered in Postgres on first sight (a
   directory refused is skipped with one WARNING naming it by an opaque reference).
 - Membership (every `membership_interval_s`): which live workers share these roots
-  (`_membership`), hence which books are this worker's; a book that becomes its own is due for a
-  pass (`claim`), one that becomes another's is no longer due.
+  (`_membership`), hence which books are this worker's; a book that becomes its own (the
+  worker starts, a new directory, a worker left) has its lag measured and is due for a pass
+  (`claim`) only when it needs one (lines past its cursor, a journal a pass refuses, a problem
+  recorded), so a restart over books all applied passes none; one that becomes another's is no
+  longer due.
 - The survey (every `survey_interval_s`), the safety net: the roots listed again, the refused
   directories tried again, and the lag of each of the worker's books measured against the real
   head of its journal (`_lag`). A book with complete lines past its cursor (a change notification
@@ -23,14 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _sql
-from ._books import book_ref, path_ref, register_book
+from ._books import book_ref, path_ref, register_books
 from ._db import Database, Row
 from ._lag import lag_of_books
 from ._logs import FieldsLogger
 from ._membership import group, live_workers, member_id, owner_of
 from ._metrics import Metrics
-from ._schedule import Schedule, Trigger
-from .errors import ConfigError, NotFound
+from ._schedule import Schedule
 
 LAG_LINES_BYTES_MAX = 16 * 1024 * 1024
 """The survey counts lines past a cursor in at most this many bytes per book (then a lower bound)."""
@@ -111,23 +113,26 @@ class Survey:
         self._register_new()
 
     def _register_new(self, *, again: bool = False) -> None:
-        """Register the books not registered yet; the new ones this worker works are passed.
+        """Register the books not registered yet, in pages (`register_books`); the new ones this
+        worker works are claimed (`_claim`).
 
         A directory refused (a name that is not UTF-8, a second directory of a book's name, one
         outside the roots) is skipped with one WARNING naming it by an opaque reference; `again`
         (the survey) tries the refused ones once more, in case what refused them is gone.
         """
-        for book in [
+        pending = [
             book
             for book in self.books.values()
             if book.book_id is None or (again and book.book_id == "")
-        ]:
-            if self._stopping():
-                return
-            try:
-                registered = register_book(self.db, book.path, self.roots)
-            except (ConfigError, NotFound) as error:
-                reason = type(error).__name__
+        ]
+        if not pending or self._stopping():
+            return
+        results = register_books(self.db, [book.path for book in pending], self.roots)
+        rows: dict[str, Row] = {}
+        claimed: list[Book] = []
+        for book, result in zip(pending, results, strict=True):
+            if isinstance(result, Exception):
+                reason = type(result).__name__
                 if book.trouble != reason:
                     self.log.warning(
                         "a book directory (%s) was refused and is skipped: %s",
@@ -139,20 +144,61 @@ class Survey:
                 book.book_id = ""
                 continue
             book.trouble = None
-            book.book_id = registered.book_id
-            book.ref = book_ref(registered.book_id)
-            self._assign(book, "claim")
+            book.book_id = result["book_id"]
+            book.ref = book_ref(result["book_id"])
+            rows[result["book_id"]] = result
+            if self._assign(book):
+                claimed.append(book)
+        self._claim(claimed, rows)
 
-    def _assign(self, book: Book, trigger: Trigger) -> None:
+    def _assign(self, book: Book) -> bool:
+        """Whether the book is this worker's now; True when it just became so (a claim)."""
         if not book.book_id:
-            return
+            return False
         owned = owner_of(book.book_id, self.group) == self.member
-        if owned and not book.owned:
-            self.schedule.mark(book.path, trigger, time.monotonic())
+        claimed = owned and not book.owned
         if not owned:
             self.schedule.drop(book.path)
             book.behind_since = None
         book.owned = owned
+        return claimed
+
+    def _claim(self, books: Sequence[Book], rows: dict[str, Row] | None = None) -> None:
+        """Books that just became this worker's: their lag is measured, in pages, and only those
+        that need a pass are due (`claim`): complete lines past the cursor (a book named or
+        released meanwhile shows some, as `name` and `release` move its scan back), something at
+        the journal's path that a pass refuses, or a problem recorded on the book (a pass checks
+        it again). A book whose journal is all applied, or does not exist yet, is not passed."""
+        if not books:
+            return
+        ids = [book.book_id for book in books if book.book_id]
+        known = rows or {}
+        missing = sorted(book_id for book_id in ids if book_id not in known)
+        page_rows = [known[book_id] for book_id in ids if book_id in known]
+        page_rows.extend(self._rows(missing))
+        lags = lag_of_books(self.db, page_rows, lines_bytes_max=LAG_LINES_BYTES_MAX)
+        by_id = {book.book_id: book for book in books}
+        now = time.monotonic()
+        for row in page_rows:
+            book = by_id[row["book_id"]]
+            lag = lags[row["book_id"]]
+            book.epoch = row["scan_epoch"]
+            if (
+                lag.lines > 0
+                or lag.journal_refused
+                or row["problem_kinds"]
+                or row["error_kind"] is not None
+            ):
+                self.schedule.mark(book.path, "claim", now)
+
+    def _rows(self, ids: Sequence[str]) -> list[Row]:
+        """The books' rows (`_sql.BOOKS_BY_ID`), in pages."""
+        rows: list[Row] = []
+        for first in range(0, len(ids), BOOKS_BY_ID_PAGE):
+            rows.extend(
+                self.db.fetch_all(_sql.BOOKS_BY_ID, (list(ids[first : first + BOOKS_BY_ID_PAGE]),))
+            )
+        return rows
 
     def owned(self) -> list[Book]:
         """The books this worker works."""
@@ -169,8 +215,7 @@ class Survey:
             return
         changed = members != self.group
         self.group = members
-        for book in self.books.values():
-            self._assign(book, "claim")
+        self._claim([book for book in self.books.values() if self._assign(book)])
         self._count_books()
         if changed:
             owned = len(self.owned())
@@ -202,11 +247,7 @@ class Survey:
         self._register_new(again=True)
         self._count_books()
         owned = {book.book_id: book for book in self.owned() if book.book_id}
-        ids = sorted(owned)
-        rows: list[Row] = []
-        for first in range(0, len(ids), BOOKS_BY_ID_PAGE):
-            page = ids[first : first + BOOKS_BY_ID_PAGE]
-            rows.extend(self.db.fetch_all(_sql.BOOKS_BY_ID, (page,)))
+        rows = self._rows(sorted(owned))
         lags = lag_of_books(self.db, rows, lines_bytes_max=LAG_LINES_BYTES_MAX)
         self.metrics.database_up.set(1)
         now = time.monotonic()

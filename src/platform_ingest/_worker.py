@@ -10,7 +10,8 @@ between passes); two helpers only tell it what to look at:
 What wakes a pass over a book the worker works (its `trigger` in the metrics):
 
 - `notify`: its journal changed;
-- `claim`: the worker starts, or the book became this worker's (a worker left or joined);
+- `claim`: the worker starts, or the book became this worker's (a new directory, a worker left
+  or joined), and its lag measured says it needs a pass (`_survey.Survey._claim`);
 - `survey`: the safety net. Every `survey_interval_s` the worker measures the lag of each of its
   books against the real head (`_lag`) and passes every book with complete lines past its cursor
   (a change notification that never came) or whose scan epoch moved (`name`, `release`);

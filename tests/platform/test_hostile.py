@@ -85,7 +85,7 @@ def test_an_index_row_too_large_is_the_books_problem_not_postgres_away(db: Datab
     """54000 (program_limit_exceeded) comes as an OperationalError, like a lost connection; it is
     `DataRefused`, and the connection stays usable."""
     with pytest.raises(DataRefused) as caught:
-        db.execute(_sql.BOOK_INSERT, ("book-big", "/books/" + _incompressible(20_000)))
+        db.execute(_sql.BOOKS_INSERT, (["book-big"], ["/books/" + _incompressible(20_000)]))
     assert caught.value.sqlstate == "54000"
     assert db.fetch_one(_sql.BOOK_SELECT, ("book-big",)) is None  # still connected
 
@@ -95,7 +95,7 @@ def test_an_index_row_too_large_is_the_books_problem_not_postgres_away(db: Datab
 )
 def test_a_value_the_client_cannot_send_is_refused_data(db: Database, value: str) -> None:
     with pytest.raises(DataRefused):
-        db.execute(_sql.BOOK_INSERT, (value, "/books/ok"))
+        db.execute(_sql.BOOKS_INSERT, ([value], ["/books/ok"]))
     assert db.fetch_one(_sql.BOOK_SELECT, ("x",)) is None
 
 

@@ -63,7 +63,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "schema_lock": (1,),
     "schema_version_read": (),
     "schema_version_record": (9,),
-    "book_insert": ("book-00042", "/books/book-00042"),
+    "books_insert": (["book-00042", "book-09999"], ["/books/book-00042", "/books/book-09999"]),
     "book_select": ("book-00042",),
     "book_select_by_path": ("/books/book-00042",),
     "book_lock": (1,),

@@ -1,0 +1,266 @@
+"""A worker's start over many books: registered in pages, and passed only when a pass has work.
+
+Books are registered a page at a time (`register_books`): a refused directory among them is
+refused alone. A book that becomes the worker's is measured, not passed blindly: a restart over
+books all applied makes no pass, one over books with unapplied lines applies them all, and a book
+named while no worker ran is passed at start (naming moves its scan back, which shows as lag).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from platform_ingest import Database, _sql
+from platform_ingest._books import REGISTER_PAGE_BOOKS, register_books
+from platform_ingest._cursor import BOOK_PATH_CONFLICT
+from platform_ingest._db import set_statement_hook
+from platform_ingest._operate import name_stream
+from platform_ingest.errors import BookPathConflict, NotUtf8Path, PathOutsideRoots
+from platform_journals import (
+    RUN_A,
+    RUN_B,
+    append,
+    book_state,
+    hello,
+    log_entries,
+    start_worker,
+    sweep,
+    unit_done,
+    wait_for,
+    write,
+)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.crash]
+
+
+# --- registration in pages ----------------------------------------------------------------------
+
+
+def test_many_books_registered_at_once_refuse_only_the_bad_ones(
+    db: Database, tmp_path: Path
+) -> None:
+    """A page of books with a non-UTF-8 name, a second directory of a registered book's name, a
+    second directory of a name new in the same page and a directory outside the roots among them:
+    each bad one gets its typed error, every other one is registered, in one insert and one read
+    per page; each conflict is recorded on the book registered."""
+    root, other_root, outside = tmp_path / "books", tmp_path / "more", tmp_path / "outside"
+    good = [root / f"book-{number:04d}" for number in range(REGISTER_PAGE_BOOKS + 20)]
+    for path in [*good, other_root / "book-0003", other_root / "book-early", outside / "book-x"]:
+        path.mkdir(parents=True)
+    (root / "book-early").mkdir()
+    bad_name = os.fsdecode(os.fsencode(root) + b"/book-\xff\xfe")
+    os.mkdir(os.fsencode(bad_name))
+    register_books(db, [root / "book-early"], [root, other_root])
+    given: list[Path | str] = [
+        *good[:10],
+        bad_name,
+        other_root / "book-early",  # a registered book's name
+        outside / "book-x",
+        *good[10:],
+        other_root / "book-0003",  # the name of a book new in this very page
+        root / "book-early",  # already registered, at this path
+    ]
+    seen: list[str] = []
+
+    def record(statement: _sql.Statement) -> None:
+        seen.append(statement.name)
+
+    set_statement_hook(record)
+    try:
+        results = register_books(db, given, [root, other_root])
+    finally:
+        set_statement_hook(None)
+    assert len(results) == len(given)
+    refused = {str(path): result for path, result in zip(given, results, strict=True)}
+    assert isinstance(refused[bad_name], NotUtf8Path)
+    assert isinstance(refused[str(other_root / "book-early")], BookPathConflict)
+    assert isinstance(refused[str(outside / "book-x")], PathOutsideRoots)
+    assert isinstance(refused[str(other_root / "book-0003")], BookPathConflict)
+    registered = [result for result in results if not isinstance(result, Exception)]
+    assert [row["path"] for row in registered] == [
+        str(path.resolve()) for path in [*good, root / "book-early"]
+    ]
+    assert seen.count("books_insert") == 2 and seen.count("books_by_id") == 2
+    assert seen.count("book_problem_set") == 2
+    assert len(seen) == 6
+    rows = db.fetch_all(_sql.BOOKS_PAGE, ("", 10_000))
+    assert sorted(row["book_id"] for row in rows) == sorted(
+        [path.name for path in good] + ["book-early"]
+    )
+    for book_id in ("book-early", "book-0003"):
+        (problem,) = db.fetch_all(_sql.BOOK_PROBLEMS_OF_BOOKS, ([book_id],))
+        assert problem["kind"] == BOOK_PATH_CONFLICT
+    assert register_books(db, [], [root]) == []
+
+
+# --- a worker's start ---------------------------------------------------------------------------
+
+
+def _metrics(log: Path) -> dict[str, float]:
+    (port,) = [
+        int(match.group(1))
+        for entry in log_entries(log)
+        if (match := re.fullmatch(r"metrics on port (\d+)", entry["message"]))
+    ]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            found[name] = float(value)
+    return found
+
+
+def _has_port(log: Path) -> bool:
+    return log.exists() and any(
+        entry["message"].startswith("metrics on port") for entry in log_entries(log)
+    )
+
+
+def _passes(metrics: dict[str, float]) -> dict[str, int]:
+    return {
+        name.split('"')[1]: int(value)
+        for name, value in metrics.items()
+        if name.startswith("platform_ingest_passes_total{")
+    }
+
+
+def _surveyed(log: Path, after: float) -> bool:
+    """The worker has completed a safety pass that began after `after` (wall clock)."""
+    return _metrics(log).get("platform_ingest_last_survey_timestamp_seconds", 0.0) > after
+
+
+def _start(dsn: str, root: Path, log: Path) -> subprocess.Popen[bytes]:
+    worker = start_worker(
+        dsn, root, log, "--safety-pass-s", "0.5", "--metrics-port", "0", "--no-compact"
+    )
+    wait_for("the worker serves its metrics", lambda: _has_port(log))
+    return worker
+
+
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    if worker.poll() is None:
+        worker.terminate()
+        assert worker.wait(timeout=60) == 0
+
+
+def _last_seq(db: Database, book: Path) -> int:
+    return max(
+        (
+            attempt["last_seq"]
+            for run in book_state(db, book)["runs"]
+            for attempt in run["attempts"]
+        ),
+        default=0,
+    )
+
+
+BOOKS = 40
+
+
+def _books(root: Path) -> list[Path]:
+    books = [root / f"book-{number:03d}" for number in range(BOOKS)]
+    for book in books:
+        book.mkdir(parents=True)
+        write(book, hello(book=book.name), unit_done(2, "u-2", 2))
+    return books
+
+
+def test_a_restart_over_books_all_applied_passes_none(
+    fresh_dsn: str, db: Database, tmp_path: Path
+) -> None:
+    """Every book applied, then a worker starts: it works them all, its safety pass runs again
+    and again, and it makes no pass; a book without a journal yet is not passed either."""
+    root = tmp_path / "books"
+    for book in _books(root):
+        sweep(db, book)
+    (root / "book-empty").mkdir()
+    log = tmp_path / "worker.log"
+    worker = _start(fresh_dsn, root, log)
+    try:
+        started = time.time()
+        wait_for("the first safety pass", lambda: _surveyed(log, 0.0))
+        wait_for("safety passes after a second", lambda: _surveyed(log, started + 1.0))
+        metrics = _metrics(log)
+        assert metrics['platform_ingest_books{state="owned"}'] == BOOKS + 1
+        assert _passes(metrics) == {}
+        assert metrics["platform_ingest_books_behind"] == 0
+    finally:
+        _stop(worker)
+
+
+def test_a_worker_started_over_unapplied_lines_applies_them_all(
+    fresh_dsn: str, db: Database, tmp_path: Path
+) -> None:
+    """Some books applied then written to, some never passed, some all applied: the worker passes
+    exactly the ones behind, at start (`claim`), and applies every line."""
+    root = tmp_path / "books"
+    books = _books(root)
+    applied, written, new = books[:15], books[15:25], books[25:]
+    for book in [*applied, *written]:
+        sweep(db, book)
+    for book in written:
+        append(book, unit_done(3, "u-3", 3))
+    log = tmp_path / "worker.log"
+    worker = _start(fresh_dsn, root, log)
+    try:
+        wait_for(
+            "every line applied",
+            lambda: (
+                all(_last_seq(db, book) == 3 for book in written)
+                and all(_last_seq(db, book) == 2 for book in [*applied, *new])
+            ),
+        )
+        wait_for("the passes counted", lambda: sum(_passes(_metrics(log)).values()) >= 25)
+        time.sleep(1.0)
+        metrics = _metrics(log)
+        assert _passes(metrics) == {"claim": len(written) + len(new)}
+        assert metrics["platform_ingest_lines_applied_total"] == len(written) + 2 * len(new)
+    finally:
+        _stop(worker)
+
+
+def test_a_book_named_while_no_worker_ran_is_passed_at_start(
+    fresh_dsn: str, db: Database, tmp_path: Path
+) -> None:
+    """Naming a stream moves the book's scan back (its epoch moves): with no worker running, the
+    book shows lag, and the next worker's start passes it (and only it), reading the lines again
+    as duplicates, then the named stream's hello when it comes."""
+    root = tmp_path / "books"
+    quiet, named = root / "book-quiet", root / "book-named"
+    for book in (quiet, named):
+        book.mkdir(parents=True)
+        write(book, hello(RUN_A, book=book.name), unit_done(2, "u-2", 2))
+        sweep(db, book)
+    name_stream(db, str(named), RUN_B)
+    assert book_state(db, named)["lag"]["lines"] == 2
+    assert book_state(db, quiet)["lag"]["lines"] == 0
+    log = tmp_path / "worker.log"
+    worker = _start(fresh_dsn, root, log)
+    try:
+        wait_for("the named book passed", lambda: _passes(_metrics(log)).get("claim", 0) == 1)
+        wait_for(
+            "its lines read again",
+            lambda: _metrics(log).get("platform_ingest_duplicates_total", 0) == 2,
+        )
+        assert book_state(db, named)["lag"]["lines"] == 0
+        append(named, hello(RUN_B, book="book-named"))
+        wait_for(
+            "the named stream's hello applied",
+            lambda: any(
+                attempt["engine_run_id"] == RUN_B and attempt["last_seq"] == 1
+                for run in book_state(db, named)["runs"]
+                for attempt in run["attempts"]
+            ),
+        )
+        assert _passes(_metrics(log)).get("claim") == 1
+    finally:
+        _stop(worker)
