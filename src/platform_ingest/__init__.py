@@ -16,6 +16,7 @@ from ._version import __version__
 from .errors import (
     BookMismatch,
     BookPathConflict,
+    BookPathNotStorable,
     ConfigError,
     CursorMoved,
     DatabaseError,
@@ -62,6 +63,7 @@ __all__ = [
     "BookMismatch",
     "BookPass",
     "BookPathConflict",
+    "BookPathNotStorable",
     "ConfigError",
     "CursorMoved",
     "DataRefused",

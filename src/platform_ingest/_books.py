@@ -23,7 +23,15 @@ from . import _sql
 from ._cursor import BOOK_PATH_CONFLICT, BookView
 from ._db import Database, Row
 from ._decode import IDENTIFIER_BYTES_MAX
-from .errors import BookPathConflict, ConfigError, NotFound, NotUtf8Path, PathOutsideRoots
+from .errors import (
+    BookPathConflict,
+    BookPathNotStorable,
+    ConfigError,
+    DataRefused,
+    NotFound,
+    NotUtf8Path,
+    PathOutsideRoots,
+)
 
 
 def book_ref(book_id: str) -> str:
@@ -121,12 +129,25 @@ def register_books(
         paths.setdefault(real.name, str(real))
     ids = sorted(paths)
     rows: dict[str, Row] = {}
+    refused: dict[str, BookPathNotStorable] = {}
     for first in range(0, len(ids), REGISTER_PAGE_BOOKS):
         page = ids[first : first + REGISTER_PAGE_BOOKS]
-        db.execute(_sql.BOOKS_INSERT, (page, [paths[book_id] for book_id in page]))
+        try:
+            db.execute(_sql.BOOKS_INSERT, (page, [paths[book_id] for book_id in page]))
+        except DataRefused:
+            # One path of the page Postgres cannot store: find it, one book at a time; only
+            # that directory is refused.
+            for book_id in page:
+                try:
+                    db.execute(_sql.BOOKS_INSERT, ([book_id], [paths[book_id]]))
+                except DataRefused as error:
+                    refused[book_id] = BookPathNotStorable(paths[book_id], str(error))
         for row in db.fetch_all(_sql.BOOKS_BY_ID, (page,)):
             rows[row["book_id"]] = row
     for index, real in resolved.items():
+        if real.name in refused and real.name not in rows:
+            results[index] = refused[real.name]
+            continue
         try:
             results[index] = _registered(db, book_dirs[index], real, rows.get(real.name))
         except (ConfigError, NotFound) as error:

@@ -251,7 +251,8 @@ class _Pass:
         """Problems of the whole book the pass itself found (the journal could not be read)."""
         self.problems_logged = 0
         self.hash_cache: dict[int, dict[int, bytes]] = {}
-        self.pruned: dict[str, bool] = {}
+        self.pruned: frozenset[str] | None = None
+        """The book's pruned streams, loaded the first time a hello of an unknown one is met."""
         self.sealed_hashes: BatchHashes = {}
         self.writer = Writer(self.db, owner.book_id, owner.commit_hook)
 
@@ -270,12 +271,12 @@ class _Pass:
             skips[bytes(sha256)] = seq
 
     def was_pruned(self, engine_run_id: str) -> bool:
-        """`History`: asked once a pass for each stream the book has no attempt of."""
-        found = self.pruned.get(engine_run_id)
-        if found is None:
-            row = self.db.fetch_one(_sql.PRUNED_STREAM_EXISTS, (self.book.book_id, engine_run_id))
-            found = self.pruned[engine_run_id] = row is not None
-        return found
+        """`History`: one query a pass at most, however many unknown hellos the journal holds
+        (a hostile one may hold a million)."""
+        if self.pruned is None:
+            rows = self.db.fetch_tuples(_sql.PRUNED_STREAMS_OF_BOOK, (self.book.book_id,))
+            self.pruned = frozenset(engine_run_id for (engine_run_id,) in rows)
+        return engine_run_id in self.pruned
 
     def applied_sha256(self, attempt: AttemptView, seq: int) -> bytes | None:
         """`History`: from the batch sealed last, else from Postgres (a window of seqs at a

@@ -401,6 +401,9 @@ STREAM_START_OF = _q(
     """SELECT hint_offset, hint_line_bytes, hint_sha256, hint_file, hint_stream FROM stream_starts
        WHERE book_id = %s AND engine_run_id = %s""",
 )
+PRUNED_STREAMS_OF_BOOK = _q(
+    "pruned_streams_of_book", "SELECT engine_run_id FROM pruned_streams WHERE book_id = %s"
+)
 PRUNED_STREAM_EXISTS = _q(
     "pruned_stream_exists",
     "SELECT 1 FROM pruned_streams WHERE book_id = %s AND engine_run_id = %s",

@@ -115,6 +115,15 @@ class NotUtf8Path(ConfigError):
         self.ref = ref
 
 
+class BookPathNotStorable(ConfigError):
+    """Postgres refuses to store a book directory's path (a path longer than its index can hold):
+    that directory is refused, every other book is registered."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"{path} cannot be registered: Postgres refuses its path ({detail})")
+        self.path = path
+
+
 class NotFound(IngestError, LookupError):
     """No such book, run or attempt."""
 

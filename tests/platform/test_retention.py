@@ -21,7 +21,7 @@ from platform_ingest import ConfigError, Database
 from platform_ingest._books import book_lock_key
 from platform_ingest._compact import _record_digest, compact_quiet
 from platform_ingest._cursor import compacted_digest
-from platform_ingest._db import DatabaseSettings
+from platform_ingest._db import DatabaseSettings, set_statement_hook
 from platform_ingest._housekeeping import Housekeeping
 from platform_ingest._logs import FieldsLogger
 from platform_ingest._metrics import Metrics
@@ -359,3 +359,23 @@ def test_two_compactors_and_a_pass_at_once_agree(
     assert _hash_rows(sql) == 0
     write(book, *[raw for stream in streams for raw in stream])
     assert sweep(db, book).problems == []
+
+
+def test_a_journal_of_many_foreign_hellos_asks_for_pruned_streams_once(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A hostile journal with thousands of unknown streams costs one look at the book's pruned
+    streams a pass, not one query per hello."""
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    foreign = [hello(f"f-{number:05d}", book="book-1") for number in range(3000)]
+    write(book, hello(RUN_A), spend(2, 1), finished(3, money=1), *foreign)
+    seen: list[str] = []
+    set_statement_hook(lambda statement: seen.append(statement.name))
+    try:
+        report = sweep(db, book, auto=False)
+    finally:
+        set_statement_hook(None)
+    assert report.lines_read == 3003
+    assert seen.count("pruned_streams_of_book") == 1
+    assert "pruned_stream_exists" not in seen

@@ -140,6 +140,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "stream_starts_forget": ("book-00042",),
     "stream_start_of": ("book-00042", "stream-00042"),
     "pruned_stream_exists": ("book-00042", "stream-00042"),
+    "pruned_streams_of_book": ("book-00042",),
     "quiet_attempts": (60.0, 64),
     "compactions_pending": (64,),
     "attempt_for_compaction": (60.0, 42),

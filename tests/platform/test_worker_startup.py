@@ -15,6 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from platform_ingest import Database, _sql
@@ -22,7 +23,12 @@ from platform_ingest._books import REGISTER_PAGE_BOOKS, register_books
 from platform_ingest._cursor import BOOK_PATH_CONFLICT
 from platform_ingest._db import set_statement_hook
 from platform_ingest._operate import name_stream
-from platform_ingest.errors import BookPathConflict, NotUtf8Path, PathOutsideRoots
+from platform_ingest.errors import (
+    BookPathConflict,
+    BookPathNotStorable,
+    NotUtf8Path,
+    PathOutsideRoots,
+)
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -264,3 +270,35 @@ def test_a_book_named_while_no_worker_ran_is_passed_at_start(
         assert _passes(_metrics(log)).get("claim") == 1
     finally:
         _stop(worker)
+
+
+def test_a_path_postgres_cannot_store_is_refused_alone(
+    db: Database, fresh_dsn: str, tmp_path: Path
+) -> None:
+    """Postgres refusing one book's path (SQLSTATE 54000, as an index row too large raises it)
+    refuses that directory alone, with a typed error; the rest of its page is registered."""
+    root = tmp_path / "books"
+    paths = [root / f"book-{number:02d}" for number in range(10)]
+    for path in paths:
+        path.mkdir(parents=True)
+    with psycopg.connect(fresh_dsn, autocommit=True) as admin:
+        admin.execute(
+            """CREATE FUNCTION refuse_book() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN
+                 IF NEW.book_id = 'book-04' THEN
+                   RAISE EXCEPTION 'index row size exceeds maximum' USING ERRCODE = '54000';
+                 END IF;
+                 RETURN NEW;
+               END $$"""
+        )
+        admin.execute(
+            "CREATE TRIGGER refuse_book BEFORE INSERT ON books"
+            " FOR EACH ROW EXECUTE FUNCTION refuse_book()"
+        )
+    results = register_books(db, paths, [root])
+    refused = [result for result in results if isinstance(result, Exception)]
+    assert [type(error) for error in refused] == [BookPathNotStorable]
+    assert isinstance(results[4], BookPathNotStorable)
+    assert [row["book_id"] for row in results if isinstance(row, dict)] == [
+        path.name for path in paths if path.name != "book-04"
+    ]
