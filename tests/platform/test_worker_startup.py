@@ -36,6 +36,7 @@ from platform_journals import (
     book_state,
     hello,
     log_entries,
+    refuse_rows,
     start_worker,
     sweep,
     unit_done,
@@ -282,19 +283,7 @@ def test_a_path_postgres_cannot_store_is_refused_alone(
     for path in paths:
         path.mkdir(parents=True)
     with psycopg.connect(fresh_dsn, autocommit=True) as admin:
-        admin.execute(
-            """CREATE FUNCTION refuse_book() RETURNS trigger LANGUAGE plpgsql AS $$
-               BEGIN
-                 IF NEW.book_id = 'book-04' THEN
-                   RAISE EXCEPTION 'index row size exceeds maximum' USING ERRCODE = '54000';
-                 END IF;
-                 RETURN NEW;
-               END $$"""
-        )
-        admin.execute(
-            "CREATE TRIGGER refuse_book BEFORE INSERT ON books"
-            " FOR EACH ROW EXECUTE FUNCTION refuse_book()"
-        )
+        refuse_rows(admin, "books", "book_id", "book-04")
     results = register_books(db, paths, [root])
     refused = [result for result in results if isinstance(result, Exception)]
     assert [type(error) for error in refused] == [BookPathNotStorable]
