@@ -11,8 +11,10 @@ order:
 3. the touched runs are locked and the batch's effects folded onto each row as it is NOW (greatest
    spend, latest progress, state moves in order); if the result is not what the pass expects,
    someone else changed the run (`CursorMoved`); else it is written;
-4. one sha256 per applied line and the units are inserted, one statement each (arrays, not a round
-   trip per line);
+4. one sha256 per applied line is written by binary COPY, and the units are inserted by one
+   statement (arrays, `ON CONFLICT DO NOTHING`: a unit seen again is kept once); no round trip per
+   line. A line hash already in Postgres can only be there because another pass applied the line:
+   the attempts were locked and checked in step 2, so that unique violation is `CursorMoved` too;
 5. each cursor moves by compare-and-set (`UPDATE ... WHERE attempt_id = %s AND last_seq = %s`,
    rowcount must be 1), and the book's scan hint moves (compare-and-set on its epoch, which `name`
    and `release` bump).
@@ -208,14 +210,7 @@ def commit_sealed(
                     raise CursorMoved(f"run {current.run_id} was changed by someone else")
                 db.execute(_sql.RUN_UPDATE, current.update_params())
         if sealed.hash_seqs:
-            db.execute(
-                _sql.LINE_HASHES_INSERT,
-                (
-                    [_id(attempt.attempt_id) for attempt in sealed.hash_attempts],
-                    sealed.hash_seqs,
-                    sealed.hash_values,
-                ),
-            )
+            _copy_line_hashes(db, sealed)
         if sealed.units:
             columns: list[list[Any]] = [[], [], [], [], []]
             for attempt, unit, index, seq in sealed.units:
@@ -283,6 +278,23 @@ class Writer:
             wait_for([self._in_flight])
             self._in_flight = None
         self._executor.shutdown(wait=True)
+
+
+UNIQUE_VIOLATION = "23505"
+
+
+def _copy_line_hashes(db: Database, sealed: SealedBatch) -> None:
+    """COPY one row a line applied. A key already there means another pass applied one of these
+    lines (the cursor moved): `CursorMoved`, never `DataRefused`, which would quarantine the
+    stream for a race. The failed COPY has aborted the transaction, which is rolled back."""
+    attempt_ids = [_id(attempt.attempt_id) for attempt in sealed.hash_attempts]
+    rows = zip(attempt_ids, sealed.hash_seqs, sealed.hash_values, strict=True)
+    try:
+        db.copy(_sql.LINE_HASHES_COPY, rows)
+    except DataRefused as error:
+        if error.sqlstate != UNIQUE_VIOLATION:
+            raise
+        raise CursorMoved(f"a line of this batch was applied by another pass: {error}") from error
 
 
 def _write_starts(db: Database, book_id: str, starts: list[tuple[str, Hint, str | None]]) -> None:

@@ -1,22 +1,25 @@
 """Postgres through psycopg 3: the one execute helper, bounded waits, and driver errors translated.
 
-Every statement goes through `Database.execute` (or `fetch_*`), which refuses a text that is not
-in `_sql.STATEMENTS`. Every wait is bounded: the connection is made with `connect_timeout`, and the
-session carries `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`, so a
-stuck server or a held lock becomes a `DatabaseTimeout` that shows, never a hang.
+Every statement goes through `Database.execute` (or `fetch_*`, or `copy` for a listed binary
+`COPY ... FROM STDIN`), which refuses a text that is not in `_sql.STATEMENTS`. Every wait is
+bounded: the connection is made with `connect_timeout`, and the session carries
+`statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`, so a stuck server or
+a held lock becomes a `DatabaseTimeout` that shows, never a hang.
 
 Driver errors are translated here and only here (`_translated`), by SQLSTATE class: a lost
 connection or a server in trouble becomes `DatabaseUnavailable`, a timeout `DatabaseTimeout` (both
 retryable by the caller, who then re-reads its cursor from Postgres), a value Postgres cannot
 store (classes 22, 23, 54) `DataRefused` (the problem of the book whose lines carry it, never a
-reason to reconnect), anything else `DatabaseError`. Nothing is retried in this module.
+reason to reconnect), anything else `DatabaseError`. Nothing is retried in this module. (The
+caller may know better for one statement: a unique violation of the line hashes' COPY means another
+pass applied the line, and `_apply` raises it as `CursorMoved`.)
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -128,6 +131,19 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def _check_listed(statement: Statement, *kinds: str) -> None:
+    """Refuse a statement that is not listed, or not of one of `kinds` (a COPY runs only through
+    `Database.copy`, and nothing else does); then show it to the statement hook."""
+    if statement.text not in LISTED_TEXTS:
+        raise IngestError(f"statement {statement.name!r} is not in the listed statements")
+    if statement.kind not in kinds:
+        raise IngestError(
+            f"statement {statement.name!r} of kind {statement.kind!r} cannot run here"
+        )
+    if _statement_hook is not None:
+        _statement_hook(statement)
+
+
 class Database:
     """One connection (autocommit; writes go through `transaction()`), made on first use."""
 
@@ -213,12 +229,22 @@ class Database:
         self, statement: Statement, params: Sequence[Any], row_factory: BaseRowFactory[T]
     ) -> psycopg.Cursor[T]:
         """Execute one listed statement on a new cursor whose rows `row_factory` makes."""
-        if statement.text not in LISTED_TEXTS:
-            raise IngestError(f"statement {statement.name!r} is not in the listed statements")
-        if _statement_hook is not None:
-            _statement_hook(statement)
+        _check_listed(statement, "query", "ddl")
         cursor = self.connection.cursor(row_factory=row_factory)
         return cursor.execute(statement.text, params)
+
+    def copy(self, statement: Statement, rows: Iterable[Sequence[Any]]) -> int:
+        """Run one listed binary `COPY ... FROM STDIN` (kind "copy"), sending `rows` (each a value
+        a column, of the statement's `types`); return the rows Postgres wrote. Inside a
+        `transaction()` the rows are written with it, or not at all."""
+        with _translated():
+            _check_listed(statement, "copy")
+            cursor = self.connection.cursor()
+            with cursor.copy(statement.text) as copy:
+                copy.set_types(list(statement.types))
+                for row in rows:
+                    copy.write_row(row)
+            return cursor.rowcount
 
     def execute(self, statement: Statement, params: Sequence[Any] = ()) -> int:
         """Run one listed statement; return its rowcount."""

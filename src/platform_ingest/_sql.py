@@ -3,6 +3,8 @@
 Nothing else reaches Postgres: the one execute helper in `_db` refuses a text that is not listed
 here, and a test runs EXPLAIN on each statement of kind "query" over a database filled with enough
 rows that a full scan would show (no sequential scan of a table that grows with books or events).
+A statement of kind "copy" (`COPY ... FROM STDIN`, run by `_db`'s copy helper) has no plan: the
+test checks instead that its target table has its columns, of its types.
 
 Lock order, everywhere: attempts, then runs, then books. Placeholders are psycopg's `%s`, and `%b` (binary) for the
 large arrays of a batch, which are cheaper to send that way.
@@ -19,11 +21,14 @@ SCHEMA_VERSION = 3
 
 @dataclass(frozen=True)
 class Statement:
-    """One listed statement. `kind` "ddl" has no query plan to check (migrations only)."""
+    """One listed statement. `kind` "ddl" has no query plan to check (migrations only); `kind`
+    "copy" is a binary `COPY ... FROM STDIN` whose rows carry `types` (Postgres type names, one a
+    column, in the order of the statement's columns)."""
 
     name: str
     text: str
-    kind: Literal["query", "ddl"] = "query"
+    kind: Literal["query", "ddl", "copy"] = "query"
+    types: tuple[str, ...] = ()
 
 
 def _q(name: str, text: str) -> Statement:
@@ -32,6 +37,10 @@ def _q(name: str, text: str) -> Statement:
 
 def _ddl(name: str, text: str) -> Statement:
     return Statement(name, " ".join(text.split()), kind="ddl")
+
+
+def _copy(name: str, text: str, types: tuple[str, ...]) -> Statement:
+    return Statement(name, " ".join(text.split()), kind="copy", types=types)
 
 
 _RUN_COLUMNS = (
@@ -601,10 +610,13 @@ BOOK_EPOCH_BUMP = _q(
 
 # --- line hashes and units ------------------------------------------------------------------
 
-LINE_HASHES_INSERT = _q(
-    "line_hashes_insert",
-    """INSERT INTO line_hashes (attempt_id, seq, sha256)
-       SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[])""",
+# One row a line a batch applies, by binary COPY in the batch's transaction (no conflict clause: the
+# attempt rows are locked and their `last_seq` checked first, so a key already there means another
+# pass applied the line, and the batch is rolled back as `CursorMoved`).
+LINE_HASHES_COPY = _copy(
+    "line_hashes_copy",
+    "COPY line_hashes (attempt_id, seq, sha256) FROM STDIN (FORMAT BINARY)",
+    ("int8", "int8", "bytea"),
 )
 LINE_HASHES_WINDOW = _q(
     "line_hashes_window",

@@ -87,6 +87,29 @@ def test_two_racing_passes_on_an_active_stream_apply_each_line_once(
     assert only_run(db, book)["units"] == [f"u-{seq}" for seq in range(2, 31)]
 
 
+def test_two_racing_passes_copying_large_batches_apply_each_line_once_and_refuse_none(
+    fresh_dsn: str,
+    db: Database,
+    make_book: MakeBook,
+    sql: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """Batches of hundreds of lines, their hashes written by COPY, raced by two passes: the loser
+    starts over (never a refusal: the stream stays active), and each line is applied once."""
+    book = make_book("book-1")
+    write(book, hello(), unit_done(2, "u-2", 2))
+    register_book(db, book)
+    BookPass(db, "book-1", mode="auto").run()
+    append(book, *[unit_done(seq, f"u-{seq}", seq) for seq in range(3, 2001)])
+    reports = _race(fresh_dsn, "book-1", batch_lines_max=400)
+    assert sum(report.lines_applied for report in reports) == 1998, reports
+    assert sum(report.restarts for report in reports) >= 1, reports
+    assert sql.execute("SELECT count(*) FROM line_hashes").fetchone() == (2000,)
+    assert sql.execute("SELECT count(DISTINCT seq) FROM line_hashes").fetchone() == (2000,)
+    attempt = attempts(db, book)[RUN_A]
+    assert (attempt["state"], attempt["last_seq"]) == ("active", 2000)
+    assert only_run(db, book)["units"] == [f"u-{seq}" for seq in range(2, 2001)]
+
+
 def test_a_book_held_by_one_worker_is_skipped_by_another(
     fresh_dsn: str, db: Database, make_book: MakeBook
 ) -> None:

@@ -7,6 +7,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -131,7 +132,6 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "line_skips_of_attempts": ([42, 43],),
     "book_epoch_bump": ("book-00042",),
     "attempts_of_runs": ([42, 43],),
-    "line_hashes_insert": ([42, 42], [900001, 900002], [SHA, SHA]),
     "line_hashes_window": (42, 10, 4106),
     "units_insert": ([42], ["u-x"], [1], [42], [3]),
     "units_of_runs": ([42, 43],),
@@ -255,6 +255,60 @@ def test_query_plan_scans_no_growing_table_in_full(
         if node == "Seq Scan" and relation in GROWING_TABLES
     ]
     assert full_scans == [], json.dumps(plan, indent=1)
+
+
+COPY_STATEMENT = re.compile(
+    r"COPY (?P<table>\w+) \((?P<columns>[\w, ]+)\) FROM STDIN \(FORMAT BINARY\)"
+)
+
+
+def _copy_statements() -> list[_sql.Statement]:
+    return [statement for statement in _sql.STATEMENTS if statement.kind == "copy"]
+
+
+def test_every_copy_is_a_binary_copy_from_stdin_with_a_type_a_column() -> None:
+    """A COPY is listed with its table, its columns and one type a column (its rows' format)."""
+    assert _copy_statements(), "no COPY statement is listed"
+    for statement in _copy_statements():
+        match = COPY_STATEMENT.fullmatch(statement.text)
+        assert match is not None, statement.text
+        columns = match["columns"].split(", ")
+        assert len(statement.types) == len(columns), statement.name
+    for statement in _sql.STATEMENTS:
+        assert (statement.kind == "copy") == statement.text.startswith("COPY"), statement.name
+
+
+@pytest.mark.parametrize("statement", _copy_statements(), ids=lambda statement: statement.name)
+def test_copy_target_has_its_columns_of_their_types(
+    statement: _sql.Statement, filled: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """A COPY has no plan to check; its target is checked instead: the table exists in the
+    migrated schema and has every column the COPY names, of the type its rows are sent as."""
+    match = COPY_STATEMENT.fullmatch(statement.text)
+    assert match is not None
+    rows = filled.execute(
+        "SELECT a.attname, format_type(a.atttypid, NULL) FROM pg_attribute a"
+        " WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+        (match["table"],),
+    ).fetchall()
+    assert rows, f"table {match['table']} does not exist"
+    types = {str(name): str(kind) for name, kind in rows}
+    sent = dict(zip(match["columns"].split(", "), statement.types, strict=True))
+    type_names = {"int8": "bigint", "int4": "integer", "text": "text", "bytea": "bytea"}
+    assert {column: types.get(column) for column in sent} == {
+        column: type_names[kind] for column, kind in sent.items()
+    }
+
+
+def test_a_copy_runs_only_through_the_copy_helper(db: Database) -> None:
+    """The copy helper refuses an unlisted COPY and a listed query; the execute helper a COPY."""
+    rogue = _sql.Statement("rogue", "COPY books (book_id) FROM STDIN", kind="copy", types=("text",))
+    with pytest.raises(platform_ingest.IngestError, match="not in the listed statements"):
+        db.copy(rogue, [("book-x",)])
+    with pytest.raises(platform_ingest.IngestError, match="cannot run here"):
+        db.copy(_sql.BOOK_SELECT, [("book-x",)])
+    with pytest.raises(platform_ingest.IngestError, match="cannot run here"):
+        db.execute(_sql.LINE_HASHES_COPY)
 
 
 def test_plan_check_sees_a_full_scan(filled: psycopg.Connection[tuple[object, ...]]) -> None:

@@ -1,0 +1,133 @@
+"""A batch's line hashes are written by COPY in the apply transaction: all or nothing with the
+cursor, a key already there read as another pass's work (start over), a refused row still found
+alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from platform_ingest import CursorMoved, Database, DataRefused, _sql
+from platform_journals import (
+    RUN_A,
+    append,
+    attempts,
+    hello,
+    only_run,
+    refuse_rows,
+    spend,
+    sweep,
+    unit_done,
+    write,
+)
+
+pytestmark = pytest.mark.postgres
+
+MakeBook = Callable[[str], Path]
+
+
+def _attempt_id(sql: psycopg.Connection[tuple[object, ...]]) -> int:
+    row = sql.execute("SELECT attempt_id FROM attempts").fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def test_copy_writes_in_the_transaction_and_rolls_back_with_it(
+    db: Database, make_book: MakeBook, sql: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """The copy helper's rows are part of the transaction around it: gone when it fails."""
+    book = make_book("book-1")
+    write(book, hello())
+    sweep(db, book)
+    attempt_id = _attempt_id(sql)
+    with pytest.raises(RuntimeError), db.transaction():
+        assert db.copy(_sql.LINE_HASHES_COPY, [(attempt_id, seq, b"h") for seq in (7, 8)]) == 2
+        raise RuntimeError("the batch fails after its COPY")
+    assert sql.execute("SELECT count(*) FROM line_hashes WHERE seq > 1").fetchone() == (0,)
+    with db.transaction():
+        db.copy(_sql.LINE_HASHES_COPY, [(attempt_id, 7, b"h")])
+    assert sql.execute("SELECT count(*) FROM line_hashes WHERE seq > 1").fetchone() == (1,)
+
+
+def test_a_duplicate_key_in_the_copy_is_cursor_moved_and_the_pass_starts_over(
+    db: Database, make_book: MakeBook, sql: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """A line hash already in Postgres when the batch's COPY writes it (another writer put it
+    there after the batch locked its attempt) fails the batch as `CursorMoved`: rolled back whole,
+    the pass starts over from Postgres, the stream is never quarantined (a unique violation read
+    as `DataRefused` would have quarantined it for a race)."""
+    book = make_book("book-1")
+    write(book, hello(), spend(2, 10))
+    sweep(db, book)
+    attempt_id = _attempt_id(sql)
+    append(book, unit_done(3, "u-3", 0), spend(4, 25))
+    stages: list[str] = []
+
+    def hook(stage: str) -> None:
+        stages.append(stage)
+        if stage == "locked" and stages.count("locked") == 1:
+            sql.execute(
+                "INSERT INTO line_hashes (attempt_id, seq, sha256) VALUES (%s, 4, 'x')",
+                (attempt_id,),
+            )
+        elif stage == "before" and stages.count("before") == 2:
+            sql.execute("DELETE FROM line_hashes WHERE sha256 = 'x'")
+
+    report = sweep(db, book, commit_hook=hook)
+    assert report.restarts == 1
+    assert report.lines_applied == 2
+    attempt = attempts(db, book)[RUN_A]
+    assert attempt["state"] == "active"
+    assert attempt["last_seq"] == 4
+    run = only_run(db, book)
+    assert run["units"] == ["u-3"]
+    assert run["committed_micro_usd"] == 25
+    assert sql.execute("SELECT count(*) FROM line_hashes").fetchone() == (4,)
+
+
+def test_the_unique_violation_of_the_copy_raises_cursor_moved(
+    db: Database, make_book: MakeBook, sql: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """What the pass sees of that duplicate: `CursorMoved`, with Postgres' unique violation as its
+    cause; every other refusal of a row stays `DataRefused`."""
+    book = make_book("book-1")
+    write(book, hello(), spend(2, 10))
+    sweep(db, book)
+    attempt_id = _attempt_id(sql)
+    append(book, spend(3, 5))
+    sql.execute(
+        "INSERT INTO line_hashes (attempt_id, seq, sha256) VALUES (%s, 3, 'x')", (attempt_id,)
+    )
+    with pytest.raises(CursorMoved) as caught:
+        sweep(db, book)
+    assert isinstance(caught.value.__cause__, DataRefused)
+    assert caught.value.__cause__.sqlstate == "23505"
+    attempt = attempts(db, book)[RUN_A]
+    assert (attempt["state"], attempt["last_seq"]) == ("active", 2)
+    assert only_run(db, book)["committed_micro_usd"] == 10
+
+
+def test_a_line_hash_postgres_refuses_is_found_alone(
+    db: Database, make_book: MakeBook, sql: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """A row the COPY cannot write (a value Postgres refuses) fails its batch; the pass replays it
+    one line a transaction, finds the line, quarantines its stream there, and keeps the lines
+    before it."""
+    refuse_rows(sql, "line_hashes", "seq", "4")
+    book = make_book("book-1")
+    lines = [hello(), unit_done(2, "u-1", 0), spend(3, 40), spend(4, 7), spend(5, 90)]
+    write(book, *lines)
+    report = sweep(db, book)
+    assert report.restarts >= 1
+    attempt = attempts(db, book)[RUN_A]
+    assert attempt["state"] == "quarantined"
+    assert attempt["last_seq"] == 3
+    assert attempt["error"]["kind"] == "database_refused"
+    offset = sum(len(line) for line in lines[:3])
+    assert (attempt["error"]["seq"], attempt["error"]["offset"]) == (4, offset)
+    assert "SQLSTATE 54000" in attempt["error"]["detail"]
+    assert only_run(db, book)["committed_micro_usd"] == 40
+    assert sql.execute("SELECT count(*) FROM line_hashes").fetchone() == (3,)
