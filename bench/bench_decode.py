@@ -42,19 +42,13 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
+from _report import load_average, prose_to, say  # noqa: E402
 from engine_events import Finished, Hello, PhaseCount, Progress, Spend, UnitDone  # noqa: E402
 from engine_events._line import encode_line, format_time  # noqa: E402
 from platform_ingest._decode import Line, decode_line  # noqa: E402
 
 START = dt.datetime(2026, 11, 30, 2, 8, 57, 213000, tzinfo=dt.UTC)
 PHASES = ("draft", "edit", "review")
-
-OUT = sys.stdout
-"""Where the prose goes (stderr under --json)."""
-
-
-def say(text: str) -> None:
-    print(text, file=OUT)
 
 
 def journal(streams: int, units: int) -> list[bytes]:
@@ -154,13 +148,6 @@ def measure(
     ]
 
 
-def load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=100)
@@ -168,8 +155,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
     args = parser.parse_args()
-    global OUT  # noqa: PLW0603 - the prose's destination, chosen once by the command line
-    OUT = sys.stderr if args.json else sys.stdout
+    prose_to(sys.stderr if args.json else sys.stdout)
 
     lines = journal(args.streams, args.units)
     size = sum(len(raw) for raw in lines)

@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _report import load_average
 from engine_events import Spend, UnitDone
 from engine_events._emitter import Emitter
 from engine_events._schema import DATABASE_FILE_NAME, connect
@@ -122,11 +123,6 @@ def alternate(work: Path, events: int, per_transaction: int, line: bytes) -> tup
         project.close()
     done = transactions * per_transaction
     return done / spent["floor"], done / spent["project"]
-
-
-def load_average() -> str:
-    path = Path("/proc/loadavg")
-    return " ".join(path.read_text().split()[:3]) if path.exists() else "unknown"
 
 
 def memory_child(work: Path, events: int) -> None:

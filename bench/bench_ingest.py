@@ -50,6 +50,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
+from _report import FIGURES, figure, fresh_database, load_average, prose_to, say  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
 from platform_ingest._apply import BATCH_BYTES_MAX, BATCH_LINES_MAX  # noqa: E402
 from platform_ingest._books import register_book  # noqa: E402
@@ -58,37 +59,7 @@ from platform_ingest._pass import BookPass  # noqa: E402
 
 TIME = "2026-11-30T02:08:57.213Z"
 
-OUT = sys.stdout
-"""Where the prose goes (stderr under --json)."""
-FIGURES: list[dict[str, object]] = []
 NOTES: list[str] = []
-
-
-def say(text: str) -> None:
-    print(text, file=OUT)
-
-
-def figure(
-    name: str,
-    unit: str,
-    value: float,
-    *,
-    baseline_name: str,
-    baseline: float,
-    target: str,
-    ratio: float | None = None,
-) -> None:
-    FIGURES.append(
-        {
-            "name": name,
-            "unit": unit,
-            "value": value,
-            "baseline_name": baseline_name,
-            "baseline": baseline,
-            "ratio": value / baseline if ratio is None and baseline else ratio,
-            "target": target,
-        }
-    )
 
 
 def _line(seq: int, kind: str, data: dict[str, object]) -> bytes:
@@ -144,15 +115,6 @@ def write_journal(path: Path, lines: Iterator[bytes]) -> int:
         file.write(b"".join(chunk))
         written += chunk_bytes
     return written
-
-
-def fresh_database(admin_dsn: str, name: str) -> str:
-    with psycopg.connect(admin_dsn, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
-    info["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
 
 
 def naive_tailer(dsn: str, journal: Path, limit: int) -> tuple[int, float]:
@@ -413,11 +375,6 @@ def _chunks(rows: list[str], rows_a_chunk: int = 50_000) -> list[bytes]:
     ]
 
 
-def load_average() -> str:
-    with open("/proc/loadavg") as file:
-        return " ".join(file.read().split()[:3])
-
-
 def bench_whole_process(
     admin_dsn: str,
     work: Path,
@@ -598,8 +555,7 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
     args = parser.parse_args()
-    global OUT  # noqa: PLW0603 - the prose's destination, chosen once by the command line
-    OUT = sys.stderr if args.json else sys.stdout
+    prose_to(sys.stderr if args.json else sys.stdout)
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as directory:
         work = Path(directory)
         with contextlib.ExitStack() as stack:

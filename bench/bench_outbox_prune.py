@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _report import load_average
 from engine_events import Emitter, Finished, PhaseCount, Progress, Spend, UnitDone
 from engine_events._prune import PRUNE_ROWS_MAX
 from engine_events._schema import DATABASE_FILE_NAME, connect
@@ -121,11 +122,6 @@ def floor_rate(work: Path, rows: int, line_bytes: int) -> float:
     elapsed = time.perf_counter() - started
     conn.close()
     return rows / elapsed
-
-
-def load_average() -> str:
-    path = Path("/proc/loadavg")
-    return " ".join(path.read_text().split()[:3]) if path.exists() else "unknown"
 
 
 def main() -> None:

@@ -63,6 +63,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
+from _report import FIGURES, figure, fresh_database, load_average, prose_to, say  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
 from platform_ingest import _sql as ingest_sql  # noqa: E402
 from platform_ingest._books import register_book  # noqa: E402
@@ -75,44 +76,7 @@ from platform_ingest._pass import BookPass, PassReport  # noqa: E402
 TIME = "2026-11-30T02:08:57.213Z"
 KIB = 1024
 
-OUT = sys.stdout
-"""Where the prose goes (stderr under --json)."""
-FIGURES: list[dict[str, object]] = []
 NOTES: list[str] = []
-
-
-def say(text: str) -> None:
-    print(text, file=OUT, flush=True)
-
-
-def figure(
-    name: str,
-    unit: str,
-    value: float,
-    *,
-    baseline_name: str,
-    baseline: float,
-    target: str,
-    ratio: float | None = None,
-) -> None:
-    FIGURES.append(
-        {
-            "name": name,
-            "unit": unit,
-            "value": value,
-            "baseline_name": baseline_name,
-            "baseline": baseline,
-            "ratio": value / baseline if ratio is None and baseline else ratio,
-            "target": target,
-        }
-    )
-
-
-def load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 # --- journals ---------------------------------------------------------------------------------
@@ -197,15 +161,6 @@ def write_journal(path: Path, lines: Iterator[bytes]) -> tuple[int, int]:
 
 
 # --- databases ----------------------------------------------------------------------------
-
-
-def fresh_database(admin_dsn: str, name: str) -> str:
-    with psycopg.connect(admin_dsn, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
-    info["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
 
 
 def checkpoint(connection: psycopg.Connection[Any]) -> None:
@@ -591,8 +546,7 @@ def main() -> None:
         parser.error("a stream needs at least 3 lines (a hello, a line, a finished)")
     if args.rounds < 1 or args.resumes < 1 or args.history_attempts < 1:
         parser.error("--rounds, --resumes and --history-attempts must be at least 1")
-    global OUT  # noqa: PLW0603 - the prose's destination, chosen once by the command line
-    OUT = sys.stderr if args.json else sys.stdout
+    prose_to(sys.stderr if args.json else sys.stdout)
     load_before = load_average()
     say(f"{os.cpu_count()} cores; load average before: {load_before}")
     started = time.perf_counter()
