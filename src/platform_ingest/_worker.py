@@ -347,8 +347,10 @@ class Worker:
         self.log.warning(
             "Postgres is back after %.1f s; every book goes on from its cursor", down_s
         )
-        now = time.monotonic()
+        # What was due before (a pass Postgres interrupted, a notification) is still scheduled;
+        # what was missed meanwhile shows as lag: the safety pass, at once, measures every book in
+        # pages and passes only those behind, not every book (10,000 idle books would each get a
+        # pass after every outage).
         self.survey.next_membership = 0.0
-        for book in self.survey.owned():
-            self.schedule.mark(book.path, "retry", now)
+        self.survey.next_survey = 0.0
         return True

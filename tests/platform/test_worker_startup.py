@@ -9,10 +9,8 @@ named while no worker ran is passed at start (naming moves its scan back, which 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import psycopg
@@ -35,12 +33,14 @@ from platform_journals import (
     append,
     book_state,
     hello,
-    log_entries,
+    passes_by_trigger,
     refuse_rows,
+    serves_metrics,
     start_worker,
     sweep,
     unit_done,
     wait_for,
+    worker_metrics,
     write,
 )
 
@@ -110,46 +110,16 @@ def test_many_books_registered_at_once_refuse_only_the_bad_ones(
 # --- a worker's start ---------------------------------------------------------------------------
 
 
-def _metrics(log: Path) -> dict[str, float]:
-    (port,) = [
-        int(match.group(1))
-        for entry in log_entries(log)
-        if (match := re.fullmatch(r"metrics on port (\d+)", entry["message"]))
-    ]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    found = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            found[name] = float(value)
-    return found
-
-
-def _has_port(log: Path) -> bool:
-    return log.exists() and any(
-        entry["message"].startswith("metrics on port") for entry in log_entries(log)
-    )
-
-
-def _passes(metrics: dict[str, float]) -> dict[str, int]:
-    return {
-        name.split('"')[1]: int(value)
-        for name, value in metrics.items()
-        if name.startswith("platform_ingest_passes_total{")
-    }
-
-
 def _surveyed(log: Path, after: float) -> bool:
     """The worker has completed a safety pass that began after `after` (wall clock)."""
-    return _metrics(log).get("platform_ingest_last_survey_timestamp_seconds", 0.0) > after
+    return worker_metrics(log).get("platform_ingest_last_survey_timestamp_seconds", 0.0) > after
 
 
 def _start(dsn: str, root: Path, log: Path) -> subprocess.Popen[bytes]:
     worker = start_worker(
         dsn, root, log, "--safety-pass-s", "0.5", "--metrics-port", "0", "--no-compact"
     )
-    wait_for("the worker serves its metrics", lambda: _has_port(log))
+    wait_for("the worker serves its metrics", lambda: serves_metrics(log))
     return worker
 
 
@@ -196,9 +166,9 @@ def test_a_restart_over_books_all_applied_passes_none(
         started = time.time()
         wait_for("the first safety pass", lambda: _surveyed(log, 0.0))
         wait_for("safety passes after a second", lambda: _surveyed(log, started + 1.0))
-        metrics = _metrics(log)
+        metrics = worker_metrics(log)
         assert metrics['platform_ingest_books{state="owned"}'] == BOOKS + 1
-        assert _passes(metrics) == {}
+        assert passes_by_trigger(metrics) == {}
         assert metrics["platform_ingest_books_behind"] == 0
     finally:
         _stop(worker)
@@ -226,10 +196,12 @@ def test_a_worker_started_over_unapplied_lines_applies_them_all(
                 and all(_last_seq(db, book) == 2 for book in [*applied, *new])
             ),
         )
-        wait_for("the passes counted", lambda: sum(_passes(_metrics(log)).values()) >= 25)
+        wait_for(
+            "the passes counted", lambda: sum(passes_by_trigger(worker_metrics(log)).values()) >= 25
+        )
         time.sleep(1.0)
-        metrics = _metrics(log)
-        assert _passes(metrics) == {"claim": len(written) + len(new)}
+        metrics = worker_metrics(log)
+        assert passes_by_trigger(metrics) == {"claim": len(written) + len(new)}
         assert metrics["platform_ingest_lines_applied_total"] == len(written) + 2 * len(new)
     finally:
         _stop(worker)
@@ -253,10 +225,13 @@ def test_a_book_named_while_no_worker_ran_is_passed_at_start(
     log = tmp_path / "worker.log"
     worker = _start(fresh_dsn, root, log)
     try:
-        wait_for("the named book passed", lambda: _passes(_metrics(log)).get("claim", 0) == 1)
+        wait_for(
+            "the named book passed",
+            lambda: passes_by_trigger(worker_metrics(log)).get("claim", 0) == 1,
+        )
         wait_for(
             "its lines read again",
-            lambda: _metrics(log).get("platform_ingest_duplicates_total", 0) == 2,
+            lambda: worker_metrics(log).get("platform_ingest_duplicates_total", 0) == 2,
         )
         assert book_state(db, named)["lag"]["lines"] == 0
         append(named, hello(RUN_B, book="book-named"))
@@ -268,7 +243,7 @@ def test_a_book_named_while_no_worker_ran_is_passed_at_start(
                 for attempt in run["attempts"]
             ),
         )
-        assert _passes(_metrics(log)).get("claim") == 1
+        assert passes_by_trigger(worker_metrics(log)).get("claim") == 1
     finally:
         _stop(worker)
 
