@@ -641,3 +641,38 @@ def test_both_commands_say_their_installed_version(capsys: pytest.CaptureFixture
             main(["--version"])
         assert exited.value.code == 0
         assert capsys.readouterr().out == f"{prog} {installed}\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compact", "--quiet-for-s", "-1"],
+        ["compact", "--quiet-for-s", "nan"],
+        ["compact", "--quiet-for-s", "inf"],
+        ["compact", "--quiet-for-s", "1e400"],
+        ["compact", "--limit", "0"],
+        ["compact", "--limit", "x"],
+        ["prune"],
+        ["prune", "--older-than-s", "-5"],
+        ["prune", "--older-than-s", "\x00"],
+        ["prune", "--older-than-s", "60", "--limit", "-1"],
+        ["run", "root", "--compact-quiet-s", "nan"],
+    ],
+    ids=repr,
+)
+def test_retention_options_refuse_what_is_not_a_duration_or_a_count(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    """A negative, infinite or non-numeric duration, a count below 1, a missing `--older-than-s`:
+    usage errors (exit 2) before any database is touched, with no function name in the message."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PLATFORM_INGEST_DSN", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        platform_main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "_seconds" not in err and "_count" not in err
+    assert not (tmp_path / ".platform-ingest").exists()

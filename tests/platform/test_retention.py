@@ -379,3 +379,21 @@ def test_a_journal_of_many_foreign_hellos_asks_for_pruned_streams_once(
     assert report.lines_read == 3003
     assert seen.count("pruned_streams_of_book") == 1
     assert "pruned_stream_exists" not in seen
+
+
+def test_the_stream_starts_a_book_keeps_are_bounded(
+    db: Database, sql: Sql, make_book: MakeBook
+) -> None:
+    """A journal with more foreign streams than a book keeps starts of: 1,024 are kept, the book
+    says its starts are not complete, and naming a stream then reads from byte 0."""
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    foreign = [hello(f"f-{number:05d}", book="book-1") for number in range(1030)]
+    write(book, hello(RUN_A), spend(2, 1), finished(3, money=1), *foreign)
+    sweep(db, book, auto=False)
+    assert sql.execute("SELECT count(*) FROM stream_starts").fetchone() == (1024,)
+    assert sql.execute("SELECT starts_from_zero FROM books").fetchone() == (False,)
+    name_stream(db, str(book), "f-01029", new_run=True)
+    report = sweep(db, book, auto=False)
+    assert report.start_offset == 0
+    assert book_state(db, book)["runs"][-1]["attempts"][0]["state"] == "active"
