@@ -4,7 +4,8 @@ The helpers and fixtures shared by several test directories live in `tests/fixtu
 import path through `pythonpath` in pyproject.toml): `platform_journals` (hand-made journal lines,
 workers as processes), `seam_model` (the seam simulation's model), `verdicts` (each reader's verdict
 on a line), `rule_cases` with `memory_platform` and `rule_model` (SPEC § 6's cases, run in memory
-and against Postgres) and the two fixture plugins named below.
+and against Postgres) and the three fixture plugins named below. `server_fixtures` also fails the
+session when a Postgres server a test started is still running after it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["platform_fixtures", "seam_fixtures"]
+pytest_plugins = ["server_fixtures", "platform_fixtures", "seam_fixtures"]
 # Helper modules whose asserts are the tests' own: pytest explains them when they fail.
 pytest.register_assert_rewrite("rule_cases", "rule_model", "memory_platform")
 

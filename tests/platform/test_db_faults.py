@@ -5,20 +5,17 @@ Nothing committed is lost, nothing is applied twice, and the pass goes on from t
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from platform_ingest import BookPass, Database, DatabaseSettings, migrate, register_book
-from platform_ingest._embedded import _pgserver
 from platform_journals import RUN_A, attempts, hello, only_run, spend, unit_done, write
+from server_fixtures import pg_ctl as _pg_ctl
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 
@@ -75,28 +72,6 @@ def test_connection_killed_mid_batch_loses_nothing_and_doubles_nothing(
     assert report.restarts == 1
     assert report.lines_applied == LINES
     _check_applied_once(db, book, sql)
-
-
-@pytest.fixture
-def own_server() -> Iterator[object]:
-    """An embedded server of this test's own, which the test stops and starts again."""
-    pgserver = _pgserver()
-    with tempfile.TemporaryDirectory(prefix="ingest-pg-") as directory:
-        server = pgserver.get_server(Path(directory) / "pgdata", cleanup_mode="delete")
-        yield server
-        server.cleanup()
-
-
-def _pg_ctl(server: object, *args: str) -> None:
-    pg_ctl = Path(_pgserver().__file__).parent / "pginstall" / "bin" / "pg_ctl"
-    user = getattr(server, "system_user", None)
-    subprocess.run(
-        [str(pg_ctl), "-D", str(server.pgdata), *args],  # type: ignore[attr-defined]
-        check=True,
-        capture_output=True,
-        timeout=60,
-        user=user if os.geteuid() == 0 else None,
-    )
 
 
 def test_server_restart_mid_pass_loses_nothing_and_doubles_nothing(

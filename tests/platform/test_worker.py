@@ -26,7 +26,6 @@ import psycopg
 import pytest
 
 from platform_ingest import Database, migrate
-from platform_ingest._embedded import _pgserver
 from platform_ingest._membership import owner_of
 from platform_journals import (
     BIN,
@@ -45,6 +44,7 @@ from platform_journals import (
     worker_metrics,
     write,
 )
+from server_fixtures import pg_ctl as _pg_ctl
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 
@@ -284,28 +284,6 @@ def test_new_book_and_new_line_are_applied_on_notification(fresh_dsn: str, tmp_p
 
 
 # --- Postgres restarted -------------------------------------------------------------------------
-
-
-@pytest.fixture
-def own_server() -> Iterator[Any]:
-    """An embedded server of this test's own, which the test stops and starts again."""
-    pgserver = _pgserver()
-    with tempfile.TemporaryDirectory(prefix="ingest-pg-") as directory:
-        server = pgserver.get_server(Path(directory) / "pgdata", cleanup_mode="delete")
-        yield server
-        server.cleanup()
-
-
-def _pg_ctl(server: Any, *args: str) -> None:
-    pg_ctl = Path(_pgserver().__file__).parent / "pginstall" / "bin" / "pg_ctl"
-    user = getattr(server, "system_user", None)
-    subprocess.run(
-        [str(pg_ctl), "-D", str(server.pgdata), *args],
-        check=True,
-        capture_output=True,
-        timeout=60,
-        user=user if os.geteuid() == 0 else None,
-    )
 
 
 IDLE_BOOKS = 40
