@@ -6,6 +6,8 @@ Postgres: the effects and the attempt's cursor `(engine_run_id, seq)` commit in 
 shared test vectors.
 """
 
+from typing import TYPE_CHECKING
+
 from ._books import book_ref, register_book
 from ._db import Database, DatabaseSettings
 from ._decode import LINE_BYTES_MAX, NESTING_DEPTH_MAX, Line, decode_line
@@ -45,6 +47,9 @@ from .errors import (
     NotUtf8Path,
     PathOutsideRoots,
     PayloadConflict,
+    ProjectionFailed,
+    ProjectionInvalid,
+    ProjectionStatementRefused,
     RepairError,
     SchemaTooNew,
     SchemaTooOld,
@@ -56,6 +61,9 @@ from .errors import (
     UnsupportedVersion,
     WrongType,
 )
+
+if TYPE_CHECKING:
+    from ._worker import Worker, WorkerSettings
 
 __all__ = [
     "LINE_BYTES_MAX",
@@ -98,6 +106,9 @@ __all__ = [
     "PassReport",
     "PathOutsideRoots",
     "PayloadConflict",
+    "ProjectionFailed",
+    "ProjectionInvalid",
+    "ProjectionStatementRefused",
     "RepairError",
     "SchemaTooNew",
     "SchemaTooOld",
@@ -107,6 +118,8 @@ __all__ = [
     "StreamNotSeen",
     "StreamProblem",
     "UnsupportedVersion",
+    "Worker",
+    "WorkerSettings",
     "WrongType",
     "__version__",
     "book_ref",
@@ -117,3 +130,13 @@ __all__ = [
     "schema_version",
     "sweep_book",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`Worker` and `WorkerSettings` on first use: the worker's modules (change notification,
+    metrics) cost a one-shot command such as `sweep` start-up it has no use for."""
+    if name in ("Worker", "WorkerSettings"):
+        from . import _worker  # noqa: PLC0415
+
+        return getattr(_worker, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

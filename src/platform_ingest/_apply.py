@@ -17,7 +17,11 @@ order:
    the attempts were locked and checked in step 2, so that unique violation is `CursorMoved` too;
 5. each cursor moves by compare-and-set (`UPDATE ... WHERE attempt_id = %s AND last_seq = %s`,
    rowcount must be 1), and the book's scan hint moves (compare-and-set on its epoch, which `name`
-   and `release` bump).
+   and `release` bump);
+6. the projections installed are given the batch's events (`_project.project`), and a change
+   notification per attempt moved is queued (`pg_notify('platform_ingest', ...)`: its run id,
+   attempt id, state and last seq, no book id and no money). Postgres delivers notifications only
+   when the transaction commits, so a listener never hears of an effect that was rolled back.
 
 If any step fails nothing is committed: the pass reads its state again from Postgres and starts
 over, and nothing is applied twice.
@@ -29,18 +33,22 @@ pass's live objects' changing fields; the writer only fills in the ids it insert
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from . import _sql
 from ._cursor import AttemptView, BookView
 from ._db import Database
 from ._journal import Hint
+from ._project import AppliedLine, project
 from ._runs import RunChanges, RunView
 from .errors import CursorMoved, DataRefused
+from .projections import Projection
 
 BATCH_LINES_MAX = 20_000
 """The most lines one apply transaction carries (docs/performance.md: larger batches than 5,000
@@ -77,6 +85,8 @@ class Batch:
     last_line: tuple[str | None, int | None, int] | None = None
     """(stream, seq, offset) of the last line the batch decided on: with one line a batch, the
     line a refusal of Postgres belongs to."""
+    applied: list[AppliedLine] = field(default_factory=list)
+    """The lines applied with their decoded events, kept only when projections are installed."""
 
     @property
     def empty(self) -> bool:
@@ -121,6 +131,7 @@ class SealedBatch:
     starts_reset: bool = False
     lines: int = 0
     last_line: tuple[str | None, int | None, int] | None = None
+    applied: list[AppliedLine] = field(default_factory=list)
 
     @property
     def lines_applied(self) -> int:
@@ -152,6 +163,7 @@ def seal(batch: Batch, book: BookView) -> SealedBatch:
         starts_reset=batch.starts_reset,
         lines=batch.lines,
         last_line=batch.last_line,
+        applied=batch.applied,
     )
 
 
@@ -169,7 +181,11 @@ def _id(value: int | None) -> int:
 
 
 def commit_sealed(
-    db: Database, book_id: str, sealed: SealedBatch, hook: CommitHook | None = None
+    db: Database,
+    book_id: str,
+    sealed: SealedBatch,
+    hook: CommitHook | None = None,
+    projections: Sequence[Projection] = (),
 ) -> None:
     """Write `sealed` in one transaction (see the module docstring). Raises `CursorMoved` when
     another pass moved a cursor first; the caller then re-reads its state from Postgres."""
@@ -227,6 +243,30 @@ def commit_sealed(
             db.execute(_sql.STREAM_STARTS_FORGET, (book_id,))
         if sealed.starts:
             _write_starts(db, book_id, sealed.starts)
+        if projections and sealed.advances:
+            project(db, book_id, projections, sealed.advances, sealed.applied)
+            db.execute(
+                _sql.PROJECTION_FAILURES_CLEAR,
+                (book_id, [attempt.engine_run_id for attempt, _, _ in sealed.advances]),
+            )
+        if sealed.advances:
+            db.execute(_sql.CHANGES_NOTIFY, (_notifications(sealed),))
+
+
+def _notifications(sealed: SealedBatch) -> list[str]:
+    """One payload per attempt the batch moved: ids, state and cursor only (no book id, whose
+    name may say whose it is, and no money: a listener needs to know what to re-read)."""
+    return [
+        orjson.dumps(
+            {
+                "run_id": attempt.run.run_id,
+                "attempt_id": attempt.attempt_id,
+                "state": values[0],
+                "last_seq": values[1],
+            }
+        ).decode()
+        for attempt, values, _ in sealed.advances
+    ]
 
 
 class Writer:
@@ -236,10 +276,17 @@ class Writer:
     commit in order and the pass learns of a failure before it hands over the next one.
     """
 
-    def __init__(self, db: Database, book_id: str, hook: CommitHook | None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        book_id: str,
+        hook: CommitHook | None,
+        projections: Sequence[Projection] = (),
+    ) -> None:
         self._db = db
         self._book_id = book_id
         self._hook = hook
+        self._projections = projections
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
         self._in_flight: Future[None] | None = None
         self._in_flight_lines = 0
@@ -253,7 +300,7 @@ class Writer:
     def submit(self, sealed: SealedBatch) -> None:
         self.drain()
         self._in_flight = self._executor.submit(
-            commit_sealed, self._db, self._book_id, sealed, self._hook
+            commit_sealed, self._db, self._book_id, sealed, self._hook, self._projections
         )
         self._in_flight_lines = sealed.lines_applied
         self._in_flight_sealed = sealed

@@ -59,6 +59,7 @@ from ._membership import check_worker_id
 from ._operate import name_stream, release_attempt
 from ._pass import BookPass, Mode
 from ._plain import display_path, plain
+from ._project import install
 from ._prune import RUNS_PER_CALL_MAX, prune_runs
 from ._remedies import abandon_attempt, disown_stream, report_exit, skip_line
 from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
@@ -66,6 +67,7 @@ from ._schema import migrate, require_current
 from ._show import render_text, show_state
 from ._version import __version__
 from .errors import ConfigError, EngineLive, IngestError, NotFound
+from .projections import Projection, check_projections, load_projection
 
 logger = logging.getLogger("platform_ingest")
 
@@ -190,6 +192,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print one JSON report per book, one compact object a line (NDJSON)",
     )
+    _projection_option(sweep)
 
     run = commands.add_parser(
         "run", help="the worker: tail every book directory under the roots until SIGTERM"
@@ -255,6 +258,7 @@ def _parser() -> argparse.ArgumentParser:
         help="this worker's name in logs, metrics and pg_stat_activity, 1 to 63 letters, digits, "
         "'.', '_', ':' or '-' (default: random); unique among the workers of a database",
     )
+    _projection_option(run)
 
     name = commands.add_parser("name", help="name a stream for the book's current run")
     name.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
@@ -478,6 +482,25 @@ def _print_json(value: object) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def _projection_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--projection",
+        dest="projections",
+        metavar="SPEC",
+        action="append",
+        default=[],
+        help="give each applied line to this projection, in the transaction that applies it: "
+        "package.module:object, or the name of an installed entry point of the group "
+        "platform_ingest.projections (repeatable; default: none)",
+    )
+
+
+def _projections(args: argparse.Namespace) -> tuple[Projection, ...]:
+    """The projections the command line names, loaded and checked before any database is
+    touched (`ProjectionInvalid` is a usage error)."""
+    return check_projections(load_projection(spec) for spec in getattr(args, "projections", []))
+
+
 def _print_json_line(value: object) -> None:
     """One compact JSON object on one line (NDJSON: a report per book, each line whole)."""
     sys.stdout.write(orjson.dumps(value).decode() + "\n")
@@ -490,13 +513,15 @@ def _about(book_dir: str, error: Exception) -> str:
     return text if path in text else f"{path}: {text}"
 
 
-def _sweep(db: Database, args: argparse.Namespace) -> int:
+def _sweep(db: Database, args: argparse.Namespace, projections: Sequence[Projection]) -> int:
     mode: Mode = "auto" if args.auto else "named"
     failed = 0
+    if projections:
+        install(db, projections)
     for book_dir in args.book_dirs:
         try:
             book = register_book(db, book_dir, args.roots)
-            report = BookPass(db, book.book_id, mode=mode).run()
+            report = BookPass(db, book.book_id, mode=mode, projections=projections).run()
         except (ConfigError, NotFound) as error:
             print(f"platform-ingest: {_about(book_dir, error)}", file=sys.stderr)
             failed = max(failed, EXIT_USAGE)
@@ -535,7 +560,7 @@ def _sweep(db: Database, args: argparse.Namespace) -> int:
     return failed
 
 
-def _worker(args: argparse.Namespace) -> int:
+def _worker(args: argparse.Namespace, projections: Sequence[Projection]) -> int:
     """`run`: the worker, until SIGTERM or SIGINT (then exit 0)."""
     # Imported here: the worker's modules (change notification, metrics) cost a one-shot command
     # such as `sweep` about 40 ms of start-up it has no use for.
@@ -556,6 +581,7 @@ def _worker(args: argparse.Namespace) -> int:
                 compact_quiet_s=None if args.no_compact else args.compact_quiet_s,
             ),
             worker_id=args.worker_id,
+            projections=projections,
         )
 
         def stop(signum: int, _frame: object) -> None:
@@ -570,8 +596,9 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    projections = _projections(args)
     if args.command == "run":
-        return _worker(args)
+        return _worker(args, projections)
     with _database(args) as db:
         if args.command == "migrate":
             before, after = migrate(db)
@@ -582,7 +609,7 @@ def _run(args: argparse.Namespace) -> int:
             )
             return EXIT_OK
         if args.command == "sweep":
-            return _sweep(db, args)
+            return _sweep(db, args, projections)
         if args.command == "name":
             named = name_stream(db, args.book_dir, args.engine_run_id, new_run=args.new_run)
             verb = "named" if named.created else "already named"

@@ -51,6 +51,12 @@ class Metrics:
         self.pass_failures = Counter(
             prefix + "pass_failures", "Passes that could not finish", ["error"], registry=registry
         )
+        self.projection_failures = Counter(
+            prefix + "projection_failures",
+            "Batches rolled back because a projection raised, by projection",
+            ["projection"],
+            registry=registry,
+        )
         self.attempts_compacted = Counter(
             prefix + "attempts_compacted",
             "Quiet attempts whose line hashes became one digest",

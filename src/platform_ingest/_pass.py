@@ -52,6 +52,7 @@ from ._cursor import (
 )
 from ._db import Database
 from ._journal import Hint, Journal, open_journal
+from ._project import install
 from ._rules import BatchHashes, BookState, StreamRules
 from ._runs import RunView
 from .errors import (
@@ -62,7 +63,9 @@ from .errors import (
     DataRefused,
     IngestError,
     JournalUnreadable,
+    ProjectionFailed,
 )
+from .projections import Projection, check_projections
 
 logger = logging.getLogger("platform_ingest")
 
@@ -113,6 +116,7 @@ class BookPass:
         batch_bytes_max: int = BATCH_BYTES_MAX,
         book_lock: bool = True,
         commit_hook: CommitHook | None = None,
+        projections: Sequence[Projection] = (),
     ) -> None:
         if batch_lines_max < 1:
             raise ValueError("batch_lines_max must be at least 1")
@@ -125,6 +129,7 @@ class BookPass:
         self.batch_bytes_max = batch_bytes_max
         self.book_lock = book_lock
         self.commit_hook = commit_hook
+        self.projections = check_projections(projections)
         self.ref = book_ref(book_id)
         self.lines_committed = 0
         self.isolating = False
@@ -163,6 +168,9 @@ class BookPass:
                 contention += 1
                 if contention > RESTARTS_AFTER_CONTENTION_MAX:
                     raise
+            except ProjectionFailed as error:
+                self._projection_failed(error)
+                raise
             except (DatabaseUnavailable, DatabaseTimeout) as error:
                 logger.warning("pass over %s: %s; reconnecting", self.ref, type(error).__name__)
                 failures += 1
@@ -174,6 +182,24 @@ class BookPass:
                 report.lines_applied = self.lines_committed
                 return report
             restarts += 1
+
+    def _projection_failed(self, error: ProjectionFailed) -> None:
+        """Record on its stream that a projection failed (the batch was rolled back): `show`
+        prints it on the stream's attempt (on the book while the attempt is not in Postgres yet),
+        and the commit that next moves the attempt clears it."""
+        logger.warning(
+            "pass over %s: projection %s failed on stream %s at seq %s; the batch was rolled "
+            "back and the book is tried again later",
+            self.ref,
+            error.projection,
+            error.engine_run_id,
+            error.seq,
+        )
+        if error.engine_run_id is not None:
+            self.db.execute(
+                _sql.PROJECTION_FAILURE_SET,
+                (self.book_id, error.engine_run_id, error.projection, error.seq, error.detail),
+            )
 
     def _refused(self, error: DataRefused) -> None:
         """Quarantine the stream of the line Postgres refused; a refusal no stream can carry (no
@@ -239,7 +265,7 @@ class _Pass:
         )
         self.book = self.state.book
         self._load_skips()
-        self.rules = StreamRules(self.state, owner.mode, self)
+        self.rules = StreamRules(self.state, owner.mode, self, keep_applied=bool(owner.projections))
         self.revived = self.rules.revive_refused()
         for attempt in self.revived:
             logger.info(
@@ -254,7 +280,7 @@ class _Pass:
         self.pruned: frozenset[str] | None = None
         """The book's pruned streams, loaded the first time a hello of an unknown one is met."""
         self.sealed_hashes: BatchHashes = {}
-        self.writer = Writer(self.db, owner.book_id, owner.commit_hook)
+        self.writer = Writer(self.db, owner.book_id, owner.commit_hook, owner.projections)
 
     def _load_skips(self) -> None:
         """The lines operators skipped, for the few attempts that have any."""
@@ -485,8 +511,14 @@ def sweep_book(
     roots: Sequence[Path] = (),
     batch_lines_max: int = BATCH_LINES_MAX,
     batch_bytes_max: int = BATCH_BYTES_MAX,
+    projections: Sequence[Projection] = (),
 ) -> PassReport:
-    """Register the book directory if needed (refused outside `roots`) and make one pass over it."""
+    """Register the book directory if needed (refused outside `roots`) and make one pass over it,
+    giving each applied line to `projections` in its transaction (their tables are set up first:
+    `_project.install`)."""
+    installed = check_projections(projections)
+    if installed:
+        install(db, installed)
     book = register_book(db, book_dir, roots)
     return BookPass(
         db,
@@ -494,4 +526,5 @@ def sweep_book(
         mode=mode,
         batch_lines_max=batch_lines_max,
         batch_bytes_max=batch_bytes_max,
+        projections=installed,
     ).run()

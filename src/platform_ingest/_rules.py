@@ -151,9 +151,17 @@ class StreamRules:
     """
 
     def __init__(
-        self, state: BookState, mode: Mode, history: History, *, identity: str = ""
+        self,
+        state: BookState,
+        mode: Mode,
+        history: History,
+        *,
+        identity: str = "",
+        keep_applied: bool = False,
     ) -> None:
         self.state = state
+        self.keep_applied = keep_applied
+        """Keep each applied line's event in the batch (projections are installed)."""
         self.book = state.book
         self.runs = state.runs
         self.attempts = state.attempts
@@ -538,6 +546,8 @@ class StreamRules:
         batch.hash_seqs.append(seq)
         batch.hash_values.append(digest)
         self.batch_hashes[(id(attempt), seq)] = digest
+        if self.keep_applied:
+            batch.applied.append((attempt, line))
         kind = line.type
         data = line.data
         run = attempt.run

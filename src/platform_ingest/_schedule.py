@@ -25,6 +25,10 @@ BUSY_RETRY_WAIT_S = 0.25
 """After a pass found its book busy (another worker's pass), the wait before trying again."""
 BUSY_RETRIES_MAX = 40
 """Busy retries before the book is left to the survey."""
+FAILURE_WAIT_FIRST_S = 0.5
+"""After a pass that failed for its book's own reason (a projection raised), the first wait before
+the book is passed again; each failure in a row doubles it, up to `FAILURE_WAIT_MAX_S`."""
+FAILURE_WAIT_MAX_S = 60.0
 DATABASE_WAIT_FIRST_S = 0.2
 """The first wait after Postgres went away; each next one doubles, up to the worker's maximum."""
 DATABASE_WAIT_JITTER = 0.5
@@ -46,6 +50,7 @@ class Schedule:
     def __init__(self) -> None:
         self._due: dict[Path, Due] = {}
         self._busy_retries: dict[Path, int] = {}
+        self._failures: dict[Path, Backoff] = {}
 
     def mark(self, path: Path, trigger: Trigger, at: float, not_before: float = 0.0) -> None:
         """The book is due (woken at `at`, passed no earlier than `not_before`); a book already
@@ -65,6 +70,7 @@ class Schedule:
         """The book directory is gone."""
         self._due.pop(path, None)
         self._busy_retries.pop(path, None)
+        self._failures.pop(path, None)
 
     def soonest(self, at_latest: float) -> float:
         """The earliest time a book may be passed, or `at_latest` if none is sooner."""
@@ -93,9 +99,22 @@ class Schedule:
         if retries <= BUSY_RETRIES_MAX:
             self.retry(path, due, wait_s=BUSY_RETRY_WAIT_S)
 
+    def failed(self, path: Path, due: Due) -> float:
+        """The pass failed for the book's own reason: again after a jittered wait that doubles
+        with each failure in a row (bounded). Returns the wait."""
+        backoff = self._failures.get(path)
+        if backoff is None:
+            backoff = Backoff(FAILURE_WAIT_FIRST_S, FAILURE_WAIT_MAX_S, factor=2.0, jitter=0.5)
+            self._failures[path] = backoff
+        wait_s = backoff.next_s()
+        self.retry(path, due, wait_s=wait_s)
+        return wait_s
+
     def went_through(self, path: Path) -> None:
-        """A pass over the book was not busy: the count of busy retries starts again."""
+        """A pass over the book was not busy and did not fail: the counts of busy retries and
+        of failures start again."""
         self._busy_retries.pop(path, None)
+        self._failures.pop(path, None)
 
 
 class PostgresAway:

@@ -7,6 +7,9 @@
       "settled_micro_usd", "spent_micro_usd", "units": [...], "progress": {phase: {"done", "total"}} (phases in stream order),
       "attempts": [{"engine_run_id", "state", "last_seq", "exit_status",
                     "error": null | {"kind", "seq", "offset", "detail"}}]}],
+      (an attempt whose last batch a projection refused shows
+       {"kind": "projection_failed", "projection", "seq", "offset": null, "detail", "failures",
+        "since"} while the book waits for its retry)
       "lag": {"bytes", "lines", "lines_exact", "last_applied_at"}}]}
 
 Runs oldest first, attempts in stream order (attempts named but not yet seen last). The book's
@@ -74,6 +77,7 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
     book_ids = [book["book_id"] for book in books]
     runs_by_book: dict[str, list[dict[str, Any]]] = {book_id: [] for book_id in book_ids}
     runs_by_id: dict[int, dict[str, Any]] = {}
+    book_of_run: dict[int, str] = {}
     for row in db.fetch_all(_sql.RUNS_OF_BOOKS, (book_ids,)):
         run = {
             "run_id": row["run_id"],
@@ -93,18 +97,24 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
         }
         runs_by_book[row["book_id"]].append(run)
         runs_by_id[row["run_id"]] = run
+        book_of_run[row["run_id"]] = row["book_id"]
     run_ids = sorted(runs_by_id)
+    failures = {
+        (row["book_id"], row["engine_run_id"]): row
+        for row in db.fetch_all(_sql.PROJECTION_FAILURES_OF_BOOKS, (book_ids,))
+    }
     if run_ids:
         for run_id, unit in db.fetch_tuples(_sql.UNITS_OF_RUNS, (run_ids,)):
             runs_by_id[run_id]["units"].append(unit)
         for row in db.fetch_all(_sql.ATTEMPTS_OF_RUNS, (run_ids,)):
+            failure = failures.pop((book_of_run[row["run_id"]], row["engine_run_id"]), None)
             runs_by_id[row["run_id"]]["attempts"].append(
                 {
                     "engine_run_id": row["engine_run_id"],
                     "state": row["state"],
                     "last_seq": row["last_seq"],
                     "exit_status": row["exit_status"],
-                    "error": problem_json(row),
+                    "error": problem_json(row) if failure is None else _failure_json(failure),
                 }
             )
     problems: dict[str, list[dict[str, Any]]] = {book_id: [] for book_id in book_ids}
@@ -131,6 +141,18 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
                 "evidence": row["evidence"],
             }
         )
+    for (book_id, engine_run_id), row in failures.items():
+        # A stream whose first batch a projection refused is not in Postgres yet: the book shows it.
+        problem = _failure_json(row)
+        problems[book_id].append(
+            {
+                "kind": "projection_failed",
+                "detail": f"stream {engine_run_id} (seq {row['seq']}), projection "
+                f"{row['projection']}: {row['detail']}",
+                "since": problem["since"],
+                "seen_at": row["seen_at"].isoformat(),
+            }
+        )
     for runs in runs_by_book.values():
         _spent_per_run(runs)
     lags = lag_of_books(db, books)
@@ -146,6 +168,21 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
         }
         for book in books
     ]
+
+
+def _failure_json(row: Row) -> dict[str, Any]:
+    """A projection's failure on an attempt (`projection_failures`): the batch was rolled back and
+    the book waits for its retry. It stands in the attempt's `error` until a commit moves the
+    attempt again."""
+    return {
+        "kind": "projection_failed",
+        "projection": row["projection"],
+        "seq": row["seq"],
+        "offset": None,
+        "detail": row["detail"],
+        "failures": row["failures"],
+        "since": row["since"].isoformat(),
+    }
 
 
 def _spent_per_run(runs: list[dict[str, Any]]) -> None:
@@ -206,8 +243,13 @@ def render_text(state: dict[str, Any]) -> str:
                     f"    stream {plain(attempt['engine_run_id'])}: {attempt['state']}"
                     f" at seq {attempt['last_seq']}"
                 )
-                if attempt["error"] is not None:
-                    error = attempt["error"]
+                error = attempt["error"]
+                if error is not None and error["kind"] == "projection_failed":
+                    line += (
+                        f"  ! projection {error['projection']} failed {error['failures']}x"
+                        f" (seq {error['seq']}): {plain(error['detail'])}"
+                    )
+                elif error is not None:
                     line += (
                         f"  ! {error['kind']} at byte {error['offset']} (seq {error['seq']}):"
                         f" {plain(error['detail'])}"

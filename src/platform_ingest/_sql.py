@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this code writes; a database at a higher version is refused."""
 
 
@@ -301,6 +301,45 @@ MIGRATIONS: dict[int, tuple[Statement, ...]] = {
             "v3_pruned_streams_cleanup",
             """CREATE INDEX pruned_streams_cleanup ON pruned_streams (attempt_id)
                  WHERE cleanup_pending""",
+        ),
+    ),
+    4: (
+        # Projections (`platform_ingest.projections`): the registry of the projections a database
+        # has seen, each at the version whose data its tables hold.
+        _ddl(
+            "v4_projections",
+            """CREATE TABLE projections (
+                 name text PRIMARY KEY,
+                 version integer NOT NULL CHECK (version >= 1),
+                 registered_at timestamptz NOT NULL DEFAULT now(),
+                 rebuilt_at timestamptz)""",
+        ),
+        # A projection's own cursor over each attempt (a tracking record): the last seq whose
+        # event it applied. Written in the transaction that applies those events, so a crash
+        # anywhere leaves it equal to what the projection's tables hold.
+        _ddl(
+            "v4_projection_tracking",
+            """CREATE TABLE projection_tracking (
+                 projection text NOT NULL REFERENCES projections ON DELETE CASCADE,
+                 attempt_id bigint NOT NULL,
+                 last_seq bigint NOT NULL CHECK (last_seq >= 0),
+                 PRIMARY KEY (projection, attempt_id))""",
+        ),
+        # The last failure of a projection on a stream: the batch was rolled back (the stream's
+        # attempt may not be in Postgres yet), the book waits for its retry. Removed by the
+        # commit that next moves the stream's attempt.
+        _ddl(
+            "v4_projection_failures",
+            """CREATE TABLE projection_failures (
+                 book_id text NOT NULL REFERENCES books,
+                 engine_run_id text NOT NULL,
+                 projection text NOT NULL,
+                 seq bigint,
+                 detail text NOT NULL,
+                 failures bigint NOT NULL DEFAULT 1,
+                 since timestamptz NOT NULL DEFAULT now(),
+                 seen_at timestamptz NOT NULL DEFAULT now(),
+                 PRIMARY KEY (book_id, engine_run_id))""",
         ),
     ),
 }
@@ -633,6 +672,61 @@ UNITS_OF_RUNS = _q(
     "units_of_runs",
     """SELECT run_id, unit FROM run_units WHERE run_id = ANY(%s)
        ORDER BY run_id, unit_index, attempt_id, seq""",
+)
+
+# --- projections ----------------------------------------------------------------------------
+
+PROJECTION_REGISTER = _q(
+    "projection_register",
+    """INSERT INTO projections (name, version) VALUES (%s, %s)
+       ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING version""",
+)
+# Locked for share by each apply transaction, for update by a rebuild that resets the projection:
+# a batch never applies a projection's events across a change of its version.
+PROJECTIONS_LOCK = _q(
+    "projections_lock",
+    "SELECT name, version FROM projections WHERE name = ANY(%s) ORDER BY name FOR SHARE",
+)
+PROJECTION_TRACKING_LOCK = _q(
+    "projection_tracking_lock",
+    """SELECT projection, attempt_id, last_seq FROM projection_tracking
+       WHERE projection = ANY(%s) AND attempt_id = ANY(%s)
+       ORDER BY projection, attempt_id FOR UPDATE""",
+)
+PROJECTION_TRACKING_WRITE = _q(
+    "projection_tracking_write",
+    """INSERT INTO projection_tracking (projection, attempt_id, last_seq)
+       SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[])
+       ON CONFLICT (projection, attempt_id) DO UPDATE SET last_seq = EXCLUDED.last_seq""",
+)
+PROJECTION_FAILURE_SET = _q(
+    "projection_failure_set",
+    """INSERT INTO projection_failures (book_id, engine_run_id, projection, seq, detail)
+       VALUES (%s, %s, %s, %s, %s)
+       ON CONFLICT (book_id, engine_run_id) DO UPDATE SET projection = EXCLUDED.projection,
+         seq = EXCLUDED.seq, detail = EXCLUDED.detail,
+         failures = projection_failures.failures + 1, seen_at = now()""",
+)
+PROJECTION_FAILURES_CLEAR = _q(
+    "projection_failures_clear",
+    "DELETE FROM projection_failures WHERE book_id = %s AND engine_run_id = ANY(%s)",
+)
+PROJECTION_FAILURES_OF_BOOKS = _q(
+    "projection_failures_of_books",
+    """SELECT book_id, engine_run_id, projection, seq, detail, failures, since, seen_at
+       FROM projection_failures WHERE book_id = ANY(%s) ORDER BY book_id, since""",
+)
+# The rows this transaction has written so far to each of some tables, by Postgres's own count:
+# the same before and after the projections ran, or a projection wrote to the platform's tables.
+PLATFORM_WRITES_OF_TRANSACTION = _q(
+    "platform_writes_of_transaction",
+    """SELECT relname::text, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_xact_user_tables
+       WHERE schemaname = current_schema() AND relname = ANY(%s)""",
+)
+# After each commit a small payload per attempt the batch moved: no book id and no money in it.
+CHANGES_NOTIFY = _q(
+    "changes_notify",
+    "SELECT pg_notify('platform_ingest', payload) FROM unnest(%s::text[]) AS payload",
 )
 
 # --- workers and lag ------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from ._logs import FieldsLogger
 from ._membership import application_name, check_worker_id, new_worker_id, roots_digest
 from ._metrics import Metrics
 from ._pass import BookPass, Mode, PassReport
+from ._project import install
 from ._schedule import BUSY_RETRY_WAIT_S, Due, PostgresAway, Schedule
 from ._survey import Book, Survey
 from ._watcher import Watcher
@@ -62,7 +63,9 @@ from .errors import (
     DatabaseUnavailable,
     JournalUnreadable,
     NotFound,
+    ProjectionFailed,
 )
+from .projections import Projection, check_projections
 
 logger = logging.getLogger("platform_ingest")
 
@@ -119,6 +122,7 @@ class Worker:
         *,
         database_settings: DatabaseSettings | None = None,
         worker_id: str | None = None,
+        projections: Sequence[Projection] = (),
     ) -> None:
         if not settings.roots:
             raise ConfigError("run needs at least one root")
@@ -126,6 +130,9 @@ class Worker:
             if not root.is_dir():
                 raise ConfigError(f"root {root} is not a directory")
         self.settings = settings
+        self.projections = check_projections(projections)
+        self._installed = not self.projections
+        """The projections' tables are set up (`_project.install`, once Postgres answers)."""
         self.roots = [root.resolve() for root in settings.roots]
         self.worker_id = check_worker_id(worker_id or new_worker_id())
         self.digest = roots_digest(self.roots)
@@ -220,6 +227,10 @@ class Worker:
             if self.away.away and (time.monotonic() < self.away.retry_at or not self._reconnect()):
                 continue
             try:
+                if not self._installed:
+                    # In the loop, not before it: a Postgres away at start is waited for.
+                    install(self.db, self.projections)
+                    self._installed = True
                 if time.monotonic() >= survey.next_membership:
                     survey.refresh_membership()
                 if survey.rescan_roots:
@@ -283,9 +294,28 @@ class Worker:
         assert book.book_id
         try:
             report = BookPass(
-                self.db, book.book_id, mode=self.settings.mode, commit_hook=self._hook
+                self.db,
+                book.book_id,
+                mode=self.settings.mode,
+                commit_hook=self._hook,
+                projections=self.projections,
             ).run()
         except _Stopping:
+            return
+        except ProjectionFailed as error:
+            # The book's own trouble, shown by `show` on its attempt: tried again after a wait
+            # that grows with each failure in a row, never skipped; the other books go on.
+            metrics.pass_failures.labels("ProjectionFailed").inc()
+            metrics.projection_failures.labels(error.projection).inc()
+            wait_s = self.schedule.failed(book.path, due)
+            if book.trouble != "ProjectionFailed":
+                self.log.warning(
+                    "pass over %s: projection %s failed; tried again in %.1f s",
+                    book.ref,
+                    error.projection,
+                    wait_s,
+                )
+            book.trouble = "ProjectionFailed"
             return
         except (DatabaseUnavailable, DatabaseTimeout) as error:
             metrics.pass_failures.labels(type(error).__name__).inc()

@@ -4,7 +4,8 @@
      ├── ConfigError (ValueError)              a bad option, path or registration
      │    ├── PathOutsideRoots                 a book or journal path that escapes its roots
      │    ├── BookPathConflict                 a book id already registered at another path
-     │    └── NotUtf8Path                      a directory name that is not UTF-8
+     │    ├── NotUtf8Path                      a directory name that is not UTF-8
+     │    └── ProjectionInvalid                a projection that cannot be loaded or is not one
      ├── NotFound (LookupError)                no such book, run or attempt
      ├── JournalUnreadable (OSError)           the journal could not be opened or read
      │    ├── JournalNotRegular                a FIFO, socket, device, directory or symlink
@@ -40,6 +41,8 @@
      │    ├── SchemaTooNew                     the database was migrated by a newer platform_ingest
      │    ├── SchemaTooOld                     the database needs `platform-ingest migrate`
      │    └── CursorMoved                      another pass moved the cursor first (resync, no retry)
+     ├── ProjectionFailed                      a projection raised: its batch was rolled back
+     │    └── ProjectionStatementRefused       its SQL would touch the platform's promises
      ├── EmbeddedServerError (RuntimeError)    the embedded Postgres did not start or stop
      └── RepairError                           the repair channel could not be used
           ├── EngineLive                       the engine holds the book's lock (exit 12)
@@ -449,6 +452,42 @@ class CursorMoved(DatabaseError):
     Nothing of the transaction was committed; the pass re-reads its state and goes on from the
     cursor it finds. This is contention, not a failure, and never a reason to retry blindly.
     """
+
+
+class ProjectionInvalid(ConfigError):
+    """A projection named on the command line or given in code cannot be loaded, or is not a
+    projection (its name, version, `setup` or `apply`)."""
+
+
+class ProjectionFailed(IngestError):
+    """A projection raised while applying a batch: the whole batch was rolled back, cursor
+    included. The attempt whose events it was applying shows `projection_failed`; the book is
+    tried again after a growing wait. Never a reason to skip the events."""
+
+    def __init__(
+        self,
+        projection: str,
+        detail: str,
+        *,
+        attempt_id: int | None = None,
+        engine_run_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        super().__init__(f"projection {projection} failed: {detail}")
+        self.projection = projection
+        self.detail = detail
+        self.attempt_id = attempt_id
+        self.engine_run_id = engine_run_id
+        self.seq = seq
+        """The last seq of the events the projection was given."""
+
+
+class ProjectionStatementRefused(ProjectionFailed):
+    """A projection's statement was refused before it ran, or its writes reached a platform
+    table (`platform_ingest.projections`)."""
+
+    def __init__(self, projection: str, why: str) -> None:
+        super().__init__(projection, f"statement refused: {why}")
 
 
 class EmbeddedServerError(IngestError, RuntimeError):

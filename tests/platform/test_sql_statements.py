@@ -19,7 +19,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 import platform_ingest
-from platform_ingest import Database, _sql, migrate
+from platform_ingest import Database, _sql, migrate, sweep_book
 from platform_ingest._compact import compact_quiet
 from platform_ingest._db import set_statement_hook
 from platform_ingest._membership import live_workers
@@ -32,6 +32,7 @@ from platform_ingest._show import show_state
 from platform_journals import (
     RUN_A,
     RUN_B,
+    append,
     dsn_for,
     hello,
     refuse_poison_units,
@@ -40,6 +41,7 @@ from platform_journals import (
     unit_done,
     write,
 )
+from projection_fixtures import FailingFor
 
 pytestmark = pytest.mark.postgres
 
@@ -55,6 +57,8 @@ GROWING_TABLES = {
     "line_skips",
     "stream_starts",
     "pruned_streams",
+    "projection_tracking",
+    "projection_failures",
 }
 SHA = hashlib.sha256(b"x").digest()
 
@@ -160,6 +164,15 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "run_units_delete_some": (42, 42, 10000),
     "prune_cleanup_done": (42,),
     "attempts_lag_of_books": (["book-00042", "book-00043"],),
+    "projection_register": ("ledger", 1),
+    "projections_lock": (["ledger", "usage"],),
+    "projection_tracking_lock": (["ledger", "usage"], [42, 43]),
+    "projection_tracking_write": (["ledger", "usage"], [42, 42], [10, 10]),
+    "projection_failure_set": ("book-00042", "stream-42", "ledger", 10, "ValueError: no"),
+    "projection_failures_clear": ("book-00042", ["stream-42", "stream-43"]),
+    "projection_failures_of_books": (["book-00042", "book-00043"],),
+    "platform_writes_of_transaction": (["runs", "attempts"],),
+    "changes_notify": (['{"run_id":1}'],),
 }
 
 
@@ -213,6 +226,15 @@ def filled(pg_admin_dsn: str, pg_template: str) -> Iterator[psycopg.Connection[t
             "INSERT INTO pruned_streams (book_id, engine_run_id, run_id, attempt_id, last_seq,"
             " cleanup_pending) SELECT 'book-' || lpad((1 + n % 5000)::text, 5, '0'),"
             " 'pruned-' || n, n, n, 9, n % 100 = 0 FROM generate_series(1, 20000) n"
+        )
+        connection.execute("INSERT INTO projections (name, version) VALUES ('ledger', 1)")
+        connection.execute(
+            "INSERT INTO projection_tracking SELECT 'ledger', n, 9 FROM generate_series(1, 20000) n"
+        )
+        connection.execute(
+            "INSERT INTO projection_failures (book_id, engine_run_id, projection, detail) SELECT"
+            " 'book-' || lpad((1 + n % 5000)::text, 5, '0'), 'stream-' || n, 'ledger', 'no'"
+            " FROM generate_series(1, 20000, 10) n"
         )
         connection.execute("ANALYZE")
         yield connection
@@ -322,11 +344,14 @@ def test_plan_check_sees_a_full_scan(filled: psycopg.Connection[tuple[object, ..
 
 
 def test_only_the_execute_helper_talks_to_the_driver() -> None:
-    """Only `_db` talks to the driver: every statement passes the helper that refuses unlisted text."""
+    """Only `_db` talks to the driver for the platform: every platform statement passes the helper
+    that refuses unlisted text. The one other module is `projections`, the projections' own
+    channel (its `ProjectionSession`), which refuses writes to the platform's tables
+    (tests/platform/test_projections.py)."""
     package = Path(platform_ingest.__file__).parent
     offenders = []
     for path in sorted(package.glob("*.py")):
-        if path.name == "_db.py":
+        if path.name in ("_db.py", "projections.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if (
@@ -446,6 +471,14 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         db.execute(_sql.BOOK_SCAN_RESET, ("book-vectors",))
         sweep(db, book)  # from byte 0: the pruned streams are skipped
         show_state(db, [str(named)])
+        projected = make_book("book-projected")
+        write(projected, hello(book="book-projected"))
+        sweep_book(db, projected, mode="auto", projections=[FailingFor()])
+        append(projected, spend(2, 5))
+        with pytest.raises(platform_ingest.ProjectionFailed):
+            sweep_book(db, projected, mode="auto", projections=[FailingFor(["book-projected"])])
+        show_state(db, [str(projected)])
+        sweep_book(db, projected, mode="auto", projections=[FailingFor()])
         live_workers(db)
     finally:
         set_statement_hook(None)

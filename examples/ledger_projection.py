@@ -1,0 +1,123 @@
+"""A double-entry spend ledger in integer micro-USD, as a `platform_ingest` projection.
+
+Every `spend` line (and the money of a `finished` line) carries the engine's committed spend, which
+is cumulative for the book, across its runs. The ledger posts one entry per *increase* of it, on
+the run whose line carried it, as two rows that sum to zero:
+
+    account "run_spend"      +delta   (what the run consumed)
+    account "provider_owed"  -delta   (what is owed to the provider for it)
+
+It keeps the book's high-water mark in `ledger_books`, so a repeated, late or lower value posts
+nothing. Its invariants, checked by `check_ledger`:
+
+- every posting balances: the entries of each (attempt, seq) sum to zero;
+- for every book, the sum of its `run_spend` entries equals the greatest `committed_micro_usd` of
+  its runs in the platform's `runs` table (the engine's cumulative figure, as of its latest run);
+- no entry is doubled: an entry is keyed by (attempt_id, seq, account).
+
+Use it from the command line (the directory holding this file on PYTHONPATH):
+
+    PYTHONPATH=examples platform-ingest run ROOT --projection ledger_projection:LedgerProjection
+
+The entries are written in the apply transaction: they commit with the platform's cursor or not
+at all, so a crash, a retry or a duplicate line never posts twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from platform_ingest.projections import Event, ProjectionSession
+
+
+class LedgerProjection:
+    """The spend ledger (see the module docstring)."""
+
+    name = "spend_ledger"
+    version = 1
+
+    def setup(self, session: ProjectionSession) -> None:
+        session.execute(
+            """CREATE TABLE IF NOT EXISTS ledger_entries (
+                 entry_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                 run_id bigint NOT NULL,
+                 attempt_id bigint NOT NULL,
+                 seq bigint NOT NULL,
+                 account text NOT NULL CHECK (account IN ('run_spend', 'provider_owed')),
+                 amount_micro_usd bigint NOT NULL,
+                 posted_at timestamptz NOT NULL DEFAULT now(),
+                 UNIQUE (attempt_id, seq, account))"""
+        )
+        session.execute("CREATE INDEX IF NOT EXISTS ledger_entries_run ON ledger_entries (run_id)")
+        session.execute(
+            """CREATE TABLE IF NOT EXISTS ledger_books (
+                 book_id text PRIMARY KEY,
+                 spent_micro_usd bigint NOT NULL CHECK (spent_micro_usd >= 0))"""
+        )
+
+    def apply(self, session: ProjectionSession, events: Sequence[Event]) -> None:
+        amounts = [(event, _committed(event)) for event in events]
+        spends = [(event, amount) for event, amount in amounts if amount is not None]
+        if not spends:
+            return
+        first = spends[0][0]  # one attempt's events: one run of one book
+        run_id, book_id = first.run_id, first.book_id
+        row = session.execute(
+            "SELECT spent_micro_usd FROM ledger_books WHERE book_id = %s FOR UPDATE", (book_id,)
+        ).fetchone()
+        spent = 0 if row is None else int(row[0])
+        postings: list[tuple[int, int, int, str, int]] = []
+        for event, amount in spends:
+            if amount > spent:
+                delta, spent = amount - spent, amount
+                postings.append((run_id, event.attempt_id, event.seq, "run_spend", delta))
+                postings.append((run_id, event.attempt_id, event.seq, "provider_owed", -delta))
+        if not postings:
+            return
+        session.executemany(
+            "INSERT INTO ledger_entries (run_id, attempt_id, seq, account, amount_micro_usd)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            postings,
+        )
+        session.execute(
+            "INSERT INTO ledger_books (book_id, spent_micro_usd) VALUES (%s, %s)"
+            " ON CONFLICT (book_id) DO UPDATE SET spent_micro_usd = EXCLUDED.spent_micro_usd",
+            (book_id, spent),
+        )
+
+
+def _committed(event: Event) -> int | None:
+    """The cumulative committed spend a line carries, if any."""
+    if event.type == "spend":
+        return int(event.data["committed_micro_usd"])
+    if event.type == "finished":
+        money: Any = event.data.get("money")
+        if money is not None:
+            return int(money["committed_micro_usd"])
+    return None
+
+
+def check_ledger(connection: psycopg.Connection[Any]) -> list[str]:
+    """The ledger's invariants over the whole database; each broken one, described."""
+    broken = [
+        f"posting of attempt {attempt_id} seq {seq} sums to {total}"
+        for attempt_id, seq, total in connection.execute(
+            "SELECT attempt_id, seq, sum(amount_micro_usd) FROM ledger_entries"
+            " GROUP BY attempt_id, seq HAVING sum(amount_micro_usd) <> 0"
+        )
+    ]
+    broken += [
+        f"book {book_id!r}: ledger {ledger} micro-USD, platform {platform} micro-USD"
+        for book_id, ledger, platform in connection.execute(
+            """SELECT r.book_id, coalesce(sum(e.total), 0), max(r.committed_micro_usd)
+               FROM runs r LEFT JOIN (
+                 SELECT run_id, sum(amount_micro_usd) AS total FROM ledger_entries
+                 WHERE account = 'run_spend' GROUP BY run_id) e USING (run_id)
+               GROUP BY r.book_id
+               HAVING coalesce(sum(e.total), 0) <> max(r.committed_micro_usd)"""
+        )
+    ]
+    return broken
