@@ -17,6 +17,11 @@ figure, the floor or baseline, the ratio, the target), the machine it ran on, an
   it has it; otherwise its printed figures are kept as they are).
 
 `--quick` runs every benchmark at small sizes (a minute or two: a smoke run, not figures to quote).
+
+The machine's load average is read before and after each benchmark and written beside its figures;
+when the 1-minute load exceeds half the cores on either side, the figures are marked as measured
+under load: work beside the benchmark may have slowed them (the load after also counts the
+benchmark's own processes, so a busy benchmark on a machine of few cores can mark itself).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from _report import load_average
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -93,11 +100,39 @@ class Result:
     notes: list[str] = field(default_factory=list)
     text: str = ""
     error: str = ""
+    load_before: str = ""
+    load_after: str = ""
+
+
+# Above this share of the cores busy (1-minute load average) before or after a benchmark, its
+# figures are marked as measured under load: the benchmarks' own work is mostly one or two
+# processes, so on an otherwise idle machine of several cores the load stays below it.
+LOADED_SHARE = 0.5
+
+
+def _one_minute(load: str) -> float | None:
+    try:
+        return float(load.split(maxsplit=1)[0])
+    except (IndexError, ValueError):  # "unknown": no /proc/loadavg
+        return None
+
+
+def under_load(result: Result, cores: int | None = None) -> str:
+    """The mark of figures measured under load, "measured under load (load a → b on N cores)",
+    when the 1-minute load before or after is above LOADED_SHARE of the cores; "" otherwise (or
+    when the load is unknown)."""
+    cores = cores or os.cpu_count() or 1
+    before, after = _one_minute(result.load_before), _one_minute(result.load_after)
+    if not any(load is not None and load > LOADED_SHARE * cores for load in (before, after)):
+        return ""
+    shown = [f"{load:.2f}" if load is not None else "unknown" for load in (before, after)]
+    return f"measured under load (load {shown[0]} → {shown[1]} on {cores} cores)"
 
 
 def run(title: str, command: list[str], *, as_json: bool) -> Result:
     result = Result(title, command)
     print(f"== {title}: {' '.join(command)}", file=sys.stderr, flush=True)
+    result.load_before = load_average()
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, *command],
@@ -108,7 +143,15 @@ def run(title: str, command: list[str], *, as_json: bool) -> Result:
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )
     result.seconds = time.perf_counter() - started
+    result.load_after = load_average()
     sys.stderr.write(done.stderr if as_json else done.stdout)
+    loaded = under_load(result)
+    print(
+        f"== {title}: load average (1, 5, 15 min) {result.load_before} → {result.load_after}"
+        + (f"; {loaded}" if loaded else ""),
+        file=sys.stderr,
+        flush=True,
+    )
     if done.returncode != 0:
         result.error = f"exit {done.returncode}: {done.stderr.strip()[-2000:]}"
         result.text = "" if as_json else done.stdout
@@ -187,6 +230,7 @@ def _ratio(value: Any) -> str:
 
 
 def render(results: list[Result], *, quick: bool, started: str, command: str) -> str:
+    loaded = [result.title for result in results if under_load(result)]
     lines = [
         "# Performance",
         "",
@@ -198,11 +242,25 @@ def render(results: list[Result], *, quick: bool, started: str, command: str) ->
         f"- Run: {started} UTC{' (quick sizes: a smoke run, not figures to quote)' if quick else ''}",
         f"- Machine: {machine()}",
         f"- Command: `{command}`",
+        f"- Load: {len(loaded)} of {len(results)} benchmarks measured under load (1-minute load "
+        f"average above {LOADED_SHARE:.0%} of the {os.cpu_count()} cores before or after)"
+        + (": " + "; ".join(loaded) if loaded else ""),
         "",
     ]
     for result in results:
         lines += [f"## {result.title}", ""]
         lines += [f"`python {' '.join(result.command)}` — {result.seconds:.0f} s", ""]
+        lines += [
+            f"Load average (1, 5, 15 min): {result.load_before or 'unknown'} before, "
+            f"{result.load_after or 'unknown'} after.",
+            "",
+        ]
+        if loaded_note := under_load(result):
+            lines += [
+                f"**{loaded_note[0].upper()}{loaded_note[1:]}**: work beside the benchmark "
+                "may have slowed these figures.",
+                "",
+            ]
         if result.error:
             lines += ["It did not complete:", "", "```text", result.error, "```", ""]
             if result.text.strip():
