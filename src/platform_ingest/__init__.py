@@ -13,6 +13,7 @@ from ._db import Database, DatabaseSettings
 from ._decode import LINE_BYTES_MAX, NESTING_DEPTH_MAX, Line, decode_line
 from ._exit_codes import ExitCode, ExitReading, read_exit_code
 from ._pass import BookPass, PassReport, sweep_book
+from ._rebuild import RebuildReport, Unreplayable, rebuild
 from ._schema import migrate, schema_version
 from ._version import __version__
 from .errors import (
@@ -109,6 +110,7 @@ __all__ = [
     "ProjectionFailed",
     "ProjectionInvalid",
     "ProjectionStatementRefused",
+    "RebuildReport",
     "RepairError",
     "SchemaTooNew",
     "SchemaTooOld",
@@ -117,6 +119,7 @@ __all__ = [
     "StreamDisowned",
     "StreamNotSeen",
     "StreamProblem",
+    "Unreplayable",
     "UnsupportedVersion",
     "Worker",
     "WorkerSettings",
@@ -126,6 +129,7 @@ __all__ = [
     "decode_line",
     "migrate",
     "read_exit_code",
+    "rebuild",
     "register_book",
     "schema_version",
     "sweep_book",

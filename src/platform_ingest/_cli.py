@@ -14,6 +14,7 @@
     skip BOOK_DIR ENGINE_RUN_ID SEQ --sha256 HEX --reason TEXT   pass one quarantined line
     disown BOOK_DIR ENGINE_RUN_ID --reason TEXT    a foreign stream is not ours
     abandon BOOK_DIR ENGINE_RUN_ID --reason TEXT   give up on an attempt
+    rebuild --projection SPEC [BOOK_DIR...]  catch a projection up from the journals on disk
 
 Logs go to stderr, every time in UTC with milliseconds and a `Z`: JSON lines at INFO and above for
 `run`, text at WARNING and above for the other commands; `-v`/`-q` move the level a step, or
@@ -30,7 +31,8 @@ it uses and when it has just created it.
 Exit codes: 0 done (a book that ends quarantined or stalled is state, not a failure of `sweep`);
 1 the command could not do its work (database unavailable, a pass that could not finish);
 2 bad usage or input (unknown book, path outside the roots, a refused operation);
-3 `repair` refused because the engine is live.
+3 `repair` refused because the engine is live; 4 `rebuild` caught up all it could, and some seqs
+cannot be replayed (each listed in its report).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from typing import Any
 
 import orjson
 
-from ._books import register_book, require_stream_id
+from ._books import find_book, register_book, require_stream_id
 from ._compact import ATTEMPTS_PER_RUN_MAX, QUIET_FOR_S_DEFAULT, compact_quiet
 from ._db import Database
 from ._embedded import cluster_exists, embedded_postgres
@@ -61,6 +63,8 @@ from ._pass import BookPass, Mode
 from ._plain import display_path, plain
 from ._project import install
 from ._prune import RUNS_PER_CALL_MAX, prune_runs
+from ._rebuild import BATCH_EVENTS_MAX as REBUILD_BATCH_EVENTS_MAX
+from ._rebuild import rebuild
 from ._remedies import abandon_attempt, disown_stream, report_exit, skip_line
 from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
 from ._schema import migrate, require_current
@@ -75,6 +79,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ENGINE_LIVE = 3
+EXIT_NOT_REPLAYABLE = 4
 
 
 def _positive_float(text: str) -> float:
@@ -331,6 +336,30 @@ def _parser() -> argparse.ArgumentParser:
         "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
     )
     _audited(abandon, reason_required=True)
+
+    rebuild = commands.add_parser(
+        "rebuild",
+        help="catch a projection up from the journals on disk (a new projection, or a new version)",
+    )
+    rebuild.add_argument(
+        "book_dirs", nargs="*", metavar="BOOK_DIR", help=BOOK_DIR_HELP + " (default: every book)"
+    )
+    rebuild.add_argument(
+        "--projection",
+        dest="projections",
+        metavar="SPEC",
+        action="append",
+        required=True,
+        help="the projection to catch up: package.module:object, or the name of an installed "
+        "entry point of the group platform_ingest.projections (repeatable; no default)",
+    )
+    rebuild.add_argument(
+        "--batch-events",
+        type=_count,
+        default=REBUILD_BATCH_EVENTS_MAX,
+        metavar="N",
+        help=f"give at most N events a transaction (default {REBUILD_BATCH_EVENTS_MAX})",
+    )
 
     compact = commands.add_parser(
         "compact", help="compact the line hashes of quiet attempts now, then exit"
@@ -669,6 +698,14 @@ def _run(args: argparse.Namespace) -> int:
             action = remedy(db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by)
             _print_json(action.as_json())
             return EXIT_OK
+        if args.command == "rebuild":
+            book_ids = [find_book(db, book_dir).book_id for book_dir in args.book_dirs] or None
+            incomplete = False
+            for projection in projections:
+                report = rebuild(db, projection, book_ids, batch_events=args.batch_events)
+                _print_json(report.as_json())
+                incomplete = incomplete or bool(report.cannot_replay)
+            return EXIT_NOT_REPLAYABLE if incomplete else EXIT_OK
         if args.command == "compact":
             _print_json(compact_quiet(db, quiet_for_s=args.quiet_for_s, limit=args.limit).as_json())
             return EXIT_OK

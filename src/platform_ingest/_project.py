@@ -67,7 +67,8 @@ def install(db: Database, projections: Sequence[Projection]) -> None:
                 ) from error
         if registered != projection.version:
             logger.warning(
-                "projection %s is at version %s in Postgres and %d here: it is given no events",
+                "projection %s is at version %s in Postgres and %d here: it is given no events "
+                "until `platform-ingest rebuild` brings it to this version",
                 projection.name,
                 registered,
                 projection.version,
@@ -135,8 +136,8 @@ def project(
                 continue  # behind (added late, or a rebuild still catching up), or nothing new
             todo = [event for event in events[attempt_id] if event.seq > expected]
             if todo:
-                _apply_one(projection, session, todo, attempt)
-                _check_platform_untouched(db, before, projection, attempt, todo[-1].seq)
+                _apply_one(projection, session, todo, attempt_id, attempt.engine_run_id)
+                _check_platform_untouched(db, before, projection, todo[-1])
             moves[0].append(projection.name)
             moves[1].append(attempt_id)
             moves[2].append(new_last_seq)
@@ -144,12 +145,23 @@ def project(
         db.execute(_sql.PROJECTION_TRACKING_WRITE, moves)
 
 
-def _check_platform_untouched(
+def apply_verified(
     db: Database,
-    before: dict[str, int],
     projection: Projection,
-    attempt: AttemptView,
-    seq: int,
+    events: Sequence[Event],
+    attempt_id: int,
+    engine_run_id: str,
+) -> None:
+    """Give `events` (one attempt's, in seq order) to `projection` inside the caller's
+    transaction, with the same checks as a live batch (`rebuild` uses it)."""
+    before = _platform_writes(db)
+    session = ProjectionSession(db.connection, projection.name)
+    _apply_one(projection, session, events, attempt_id, engine_run_id)
+    _check_platform_untouched(db, before, projection, events[-1])
+
+
+def _check_platform_untouched(
+    db: Database, before: dict[str, int], projection: Projection, last: Event
 ) -> None:
     """The transaction is still open, and Postgres counts no row written to a platform table
     since `before` (only the projection ran since): else `ProjectionStatementRefused`."""
@@ -164,16 +176,21 @@ def _check_platform_untouched(
     if why is not None:
         error = ProjectionStatementRefused(projection.name, why)
         error.attempt_id, error.engine_run_id, error.seq = (
-            attempt.attempt_id,
-            attempt.engine_run_id,
-            seq,
+            last.attempt_id,
+            last.engine_run_id,
+            last.seq,
         )
         raise error
 
 
 def _apply_one(
-    projection: Projection, session: ProjectionSession, events: list[Event], attempt: AttemptView
+    projection: Projection,
+    session: ProjectionSession,
+    events: Sequence[Event],
+    attempt_id: int,
+    engine_run_id: str,
 ) -> None:
+    seq = events[-1].seq
     try:
         projection.apply(session, events)
     except psycopg.Error as error:
@@ -184,19 +201,18 @@ def _apply_one(
         raise ProjectionFailed(
             projection.name,
             f"{type(error).__name__} (SQLSTATE {error.sqlstate or 'client'}): {_first_line(error)}",
-            attempt_id=attempt.attempt_id,
-            engine_run_id=attempt.engine_run_id,
-            seq=events[-1].seq,
+            attempt_id=attempt_id,
+            engine_run_id=engine_run_id,
+            seq=seq,
         ) from error
     except ProjectionFailed as error:
-        error.attempt_id, error.engine_run_id = attempt.attempt_id, attempt.engine_run_id
-        error.seq = events[-1].seq
+        error.attempt_id, error.engine_run_id, error.seq = attempt_id, engine_run_id, seq
         raise
     except Exception as error:  # whatever a projection raises stops only its book
         raise ProjectionFailed(
             projection.name,
             f"{type(error).__name__}: {_first_line(error)}",
-            attempt_id=attempt.attempt_id,
-            engine_run_id=attempt.engine_run_id,
-            seq=events[-1].seq,
+            attempt_id=attempt_id,
+            engine_run_id=engine_run_id,
+            seq=seq,
         ) from error

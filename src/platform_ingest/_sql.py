@@ -716,6 +716,55 @@ PROJECTION_FAILURES_OF_BOOKS = _q(
     """SELECT book_id, engine_run_id, projection, seq, detail, failures, since, seen_at
        FROM projection_failures WHERE book_id = ANY(%s) ORDER BY book_id, since""",
 )
+# `rebuild`: the projection's registry row locked for update while its version changes (live
+# batches wait on their share lock, and never apply across the change), its tracking forgotten.
+PROJECTION_LOCK_FOR_REBUILD = _q(
+    "projection_lock_for_rebuild",
+    "SELECT version FROM projections WHERE name = %s FOR UPDATE",
+)
+PROJECTION_VERSION_SET = _q(
+    "projection_version_set",
+    "UPDATE projections SET version = %s, rebuilt_at = now() WHERE name = %s",
+)
+PROJECTION_REBUILT = _q(
+    "projection_rebuilt", "UPDATE projections SET rebuilt_at = now() WHERE name = %s"
+)
+PROJECTION_TRACKING_FORGET = _q(
+    "projection_tracking_forget", "DELETE FROM projection_tracking WHERE projection = %s"
+)
+PROJECTION_TRACKING_OF_ATTEMPTS = _q(
+    "projection_tracking_of_attempts",
+    """SELECT attempt_id, last_seq FROM projection_tracking
+       WHERE projection = %s AND attempt_id = ANY(%s)""",
+)
+PROJECTION_TRACKING_START = _q(
+    "projection_tracking_start",
+    """INSERT INTO projection_tracking (projection, attempt_id, last_seq) VALUES (%s, %s, 0)
+       ON CONFLICT (projection, attempt_id) DO NOTHING""",
+)
+PROJECTION_TRACKING_ONE_LOCK = _q(
+    "projection_tracking_one_lock",
+    """SELECT last_seq FROM projection_tracking WHERE projection = %s AND attempt_id = %s
+       FOR UPDATE""",
+)
+PROJECTION_TRACKING_ADVANCE = _q(
+    "projection_tracking_advance",
+    """UPDATE projection_tracking SET last_seq = %s
+       WHERE projection = %s AND attempt_id = %s AND last_seq = %s""",
+)
+# Lock order as the apply transaction's: the attempt first (for share: a live batch of it waits,
+# and the rebuild reads its cursor as committed), then the registry, then the tracking row.
+ATTEMPT_CURSOR_SHARE = _q(
+    "attempt_cursor_share",
+    "SELECT last_seq FROM attempts WHERE attempt_id = %s FOR SHARE",
+)
+PRUNED_STREAMS_FOR_REBUILD = _q(
+    "pruned_streams_for_rebuild",
+    """SELECT p.engine_run_id, p.last_seq, coalesce(t.last_seq, 0) AS tracked
+       FROM pruned_streams p LEFT JOIN projection_tracking t
+         ON t.projection = %s AND t.attempt_id = p.attempt_id
+       WHERE p.book_id = %s ORDER BY p.engine_run_id""",
+)
 # The rows this transaction has written so far to each of some tables, by Postgres's own count:
 # the same before and after the projections ran, or a projection wrote to the platform's tables.
 PLATFORM_WRITES_OF_TRANSACTION = _q(

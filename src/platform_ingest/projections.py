@@ -31,6 +31,10 @@ An exception from `apply` (or a refused statement) rolls the whole batch back, c
 the attempt shows `error: {"kind": "projection_failed", ...}` in `show --json`, and the book is
 tried again after a growing wait (docs/how-to/write-a-projection.md).
 
+A projection joins late, or changes its `version`: `platform-ingest rebuild` (`_rebuild`) catches
+it up from the journals still on disk. A projection whose version can change also has
+`reset(session)`, which empties its tables before the rebuild gives it every line again.
+
 Projections are named on the command line as `package.module:object` (an instance, or a class or
 function called with no arguments that returns one), or by the name of an entry point of the group
 `platform_ingest.projections` offered by an installed package.

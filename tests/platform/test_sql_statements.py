@@ -25,6 +25,7 @@ from platform_ingest._db import set_statement_hook
 from platform_ingest._membership import live_workers
 from platform_ingest._operate import name_stream, release_attempt
 from platform_ingest._prune import prune_runs
+from platform_ingest._rebuild import rebuild
 from platform_ingest._remedies import abandon_attempt, disown_stream, report_exit, skip_line
 from platform_ingest._repair import repair_book
 from platform_ingest._schema import require_current
@@ -41,7 +42,7 @@ from platform_journals import (
     unit_done,
     write,
 )
-from projection_fixtures import FailingFor
+from projection_fixtures import FailingFor, Recording
 
 pytestmark = pytest.mark.postgres
 
@@ -172,6 +173,16 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "projection_failures_clear": ("book-00042", ["stream-42", "stream-43"]),
     "projection_failures_of_books": (["book-00042", "book-00043"],),
     "platform_writes_of_transaction": (["runs", "attempts"],),
+    "projection_lock_for_rebuild": ("ledger",),
+    "projection_version_set": (2, "ledger"),
+    "projection_rebuilt": ("ledger",),
+    "projection_tracking_forget": ("ledger",),
+    "projection_tracking_of_attempts": ("ledger", [42, 43]),
+    "projection_tracking_start": ("ledger", 42),
+    "projection_tracking_one_lock": ("ledger", 42),
+    "projection_tracking_advance": (10, "ledger", 42, 9),
+    "attempt_cursor_share": (42,),
+    "pruned_streams_for_rebuild": ("ledger", "book-00042"),
     "changes_notify": (['{"run_id":1}'],),
 }
 
@@ -227,9 +238,12 @@ def filled(pg_admin_dsn: str, pg_template: str) -> Iterator[psycopg.Connection[t
             " cleanup_pending) SELECT 'book-' || lpad((1 + n % 5000)::text, 5, '0'),"
             " 'pruned-' || n, n, n, 9, n % 100 = 0 FROM generate_series(1, 20000) n"
         )
-        connection.execute("INSERT INTO projections (name, version) VALUES ('ledger', 1)")
         connection.execute(
-            "INSERT INTO projection_tracking SELECT 'ledger', n, 9 FROM generate_series(1, 20000) n"
+            "INSERT INTO projections (name, version) VALUES ('ledger', 1), ('usage', 1)"
+        )
+        connection.execute(  # many projections: a rebuild's reset touches one projection's rows
+            "INSERT INTO projection_tracking SELECT CASE WHEN n % 50 = 0 THEN 'ledger'"
+            " ELSE 'usage' END, n, 9 FROM generate_series(1, 20000) n"
         )
         connection.execute(
             "INSERT INTO projection_failures (book_id, engine_run_id, projection, detail) SELECT"
@@ -386,6 +400,13 @@ def _fake_status(tmp_path: Path, status: dict[str, Any]) -> str:
     return f"{sys.executable} {script}"
 
 
+class _RecordingV2(Recording):
+    version = 2
+
+    def reset(self, session: Any) -> None:
+        session.execute("DROP TABLE recorded_events")
+
+
 def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
     empty_dsn: str, tmp_path: Path, make_book: Callable[[str], Path]
 ) -> None:
@@ -479,6 +500,7 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
             sweep_book(db, projected, mode="auto", projections=[FailingFor(["book-projected"])])
         show_state(db, [str(projected)])
         sweep_book(db, projected, mode="auto", projections=[FailingFor()])
+        rebuild(db, _RecordingV2())  # a new version: reset, then caught up from the journals
         live_workers(db)
     finally:
         set_statement_hook(None)
