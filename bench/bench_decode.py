@@ -14,9 +14,15 @@ median over the rounds:
 - the same lines with a new time on every line (no two lines of one commit): the decoder then
   judges every time, where it otherwise remembers the last one;
 - for scale, on both: the parse, the re-encoding that proves a line canonical and building the
-  `Line`, with nothing else checked (what the decoder spends beyond its checks);
+  `Line`, with nothing else checked (what the decoder spends beyond its checks on a line of no
+  remembered skeleton; the others are spared the re-encoding);
 - the load average of the machine (/proc/loadavg) before and after: on a loaded machine both
   figures grow, and only the ratios of one run can be compared.
+
+With --breakdown, the journal is also timed piece by piece in the same rounds, each piece with the
+ones before it, up to the whole decoder: the lookup of the line's skeleton, the parse, taking the
+four members out, building the `Line`, then `decode_line` (its checks, and the lines of no
+remembered skeleton: hello and finished).
 
 With --json the figures are printed as one JSON object on stdout (the prose goes to stderr), for
 `bench/run_all.py`. Nothing here is a pass/fail check: the test suite has no timed assertion.
@@ -45,6 +51,7 @@ if str(SRC) not in sys.path:
 from _report import load_average, prose_to, say  # noqa: E402
 from engine_events import Finished, Hello, PhaseCount, Progress, Spend, UnitDone  # noqa: E402
 from engine_events._line import encode_line, format_time  # noqa: E402
+from platform_ingest import _decode  # noqa: E402
 from platform_ingest._decode import Line, decode_line  # noqa: E402
 
 START = dt.datetime(2026, 11, 30, 2, 8, 57, 213000, tzinfo=dt.UTC)
@@ -105,11 +112,44 @@ def each_line_its_own_time(lines: list[bytes]) -> list[bytes]:
 
 def parse_encode_build(raw: bytes) -> Line:
     """For scale: the parse, the re-encoding that proves a line canonical and the `Line`, with
-    nothing else checked (what `decode_line` spends beyond its checks)."""
+    nothing else checked (what `decode_line` spends beyond its checks on a line of no remembered
+    skeleton)."""
     value = orjson.loads(raw)
     if orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE) != raw:
         raise ValueError(raw)
     return tuple.__new__(Line, value.values())  # as the decoder builds it
+
+
+def skeleton(raw: bytes) -> object:
+    """The lookup of the line's skeleton among those remembered, alone."""
+    return _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
+
+
+def skeleton_parse(raw: bytes) -> object:
+    """The lookup, then the parse."""
+    _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
+    return orjson.loads(raw)
+
+
+def skeleton_parse_frame(raw: bytes) -> object:
+    """The lookup, the parse, then the four members taken out."""
+    _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
+    return _decode._FRAME(orjson.loads(raw))
+
+
+def skeleton_parse_frame_line(raw: bytes) -> Line:
+    """The lookup, the parse, the four members, then the `Line` built from them."""
+    _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
+    return tuple.__new__(Line, _decode._FRAME(orjson.loads(raw)))
+
+
+BREAKDOWN: list[tuple[str, Callable[[bytes], Any]]] = [
+    ("skeleton lookup alone", skeleton),
+    ("+ orjson.loads", skeleton_parse),
+    ("+ the four members taken out", skeleton_parse_frame),
+    ("+ the Line built", skeleton_parse_frame_line),
+    ("decode_line (+ its checks, + the hello and finished lines)", decode_line),
+]
 
 
 def timed_ns(function: Callable[[bytes], Any], lines: list[bytes]) -> int:
@@ -154,6 +194,9 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=100, help="units per stream (3 lines each)")
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also time the decoder piece by piece"
+    )
     args = parser.parse_args()
     prose_to(sys.stderr if args.json else sys.stdout)
 
@@ -201,9 +244,14 @@ def main() -> None:
                 "baseline_name": floor_name,
                 "baseline": floor,
                 "ratio": scale_ratio,
-                "target": "(what decode_line spends beyond its checks)",
+                "target": "(decode_line's cost, checks aside, without remembered skeletons)",
             }
         )
+    if args.breakdown:
+        pieces = measure([orjson.loads] + [piece for _, piece in BREAKDOWN], lines, args.rounds)
+        say(f"piece by piece (one time per commit), orjson.loads {pieces[0][0]:.3f} µs/line:")
+        for (name, _), (micros, ratio) in zip(BREAKDOWN, pieces[1:], strict=True):
+            say(f"  {name}: {micros:.3f} µs/line, ratio {ratio:.2f}")
     load_after = load_average()
     say(f"load average after: {load_after}")
     if args.json:

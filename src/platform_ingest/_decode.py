@@ -16,6 +16,8 @@ object (the JSON parser would silently keep the last one).
 
 A line as the emitter writes it takes a fast path, a few checks of its parsed value; any other line
 is judged rule by rule, so that its refusal is that of the first rule it breaks (`decode_line`).
+The usual lines of a stream (progress, unit_done, spend) take a shorter path still once a line of
+the same skeleton (its bytes with every digit read as 0) has been judged: see `_SKELETONS`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import orjson
@@ -84,11 +87,42 @@ _STRING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 """A JSON string token, escapes included (`\\"` does not end it, `\\\\` is one escape)."""
 _WHITESPACE = re.compile(rb"[ \t\n\r]")
 # Bound once for the fast path of `decode_line`, which uses them on every line; `tuple.__new__`
-# builds a `Line` without the named tuple's own `__new__` (a Python function).
+# builds a `Line` without the named tuple's own `__new__` (a Python function), and `_FRAME` takes
+# the four members out of the parsed line in one call (cheaper than unpacking `.values()`).
 _loads = orjson.loads
 _dumps = orjson.dumps
 _AS_LINE = orjson.OPT_APPEND_NEWLINE
 _new_line = tuple.__new__
+_FRAME = itemgetter(*_FRAME_KEYS)
+
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else byte for byte in range(256))
+"""`bytes.translate` table of a line's skeleton: every ASCII digit read as `0`."""
+_NAME_DIGITS_AS_ZERO = {code: 0x30 for code in range(0x30, 0x3A)}
+"""The same for a `str` (a phase name): only the ASCII digits, as in the line's bytes."""
+_SKELETONS: dict[bytes, bool] = {}
+"""The skeletons of lines judged valid by the fast path, each with whether a line of that skeleton
+still needs its phases' `done <= total` compared.
+
+A line of progress, unit_done or spend that the fast path accepted as closed (only known fields),
+with no backslash, no run of 19 digits, at most `_SKELETON_BYTES_MAX` bytes and, for progress,
+phase names that stay distinct with their digits read as 0, is remembered by its skeleton. A line
+with the same skeleton differs from it only in which digits stand where digits stood. Outside its
+strings those digits are its numbers: the same numbers of the same width, so each a non-negative
+integer below 10**18 (a leading zero is not JSON and fails the parse). Its strings keep their
+bounds (only ASCII digits changed, so their UTF-8 length is the same), stay non-empty and hold no
+U+0000 (without a backslash there is no escape); its keys, its order, its compactness and its
+nesting are the remembered line's; its time has the remembered shape, digits where digits are.
+What is left to judge: a seq of 0, the time's instant, and `done <= total` in a phase whose `done`
+was written with as many digits as its `total` or more (fewer digits: it is below `total`).
+
+Lines of one stream share few skeletons (numbers grow a digit now and then); the map is emptied
+when it holds `_SKELETONS_MAX` of them, so it holds about a mebibyte at most. It is a cache: any
+state of it gives the same verdicts, and a lost or raced entry only sends a line down the longer
+path."""
+_SKELETONS_MAX = 1024
+_SKELETON_BYTES_MAX = 1024
+_LEARNED_KINDS = frozenset({"progress", "unit_done", "spend"})
+_LONG_DIGIT_RUN = re.compile(rb"[0-9]{19}")
 
 
 class Line(NamedTuple):
@@ -101,14 +135,17 @@ class Line(NamedTuple):
 
 
 class _TimeMemo:
-    """The last time found valid (the lines of one commit share it), and its day (`YYYY-MM-DDT`:
-    the commits of one day share it). Each is equal to no JSON value until a valid time is seen."""
+    """The last time found valid (the lines of one commit share it), its day (`YYYY-MM-DDT`: the
+    commits of one day share it) and its minute (`YYYY-MM-DDTHH:MM:`, for a line whose skeleton
+    already proves the time's shape: only the tens of its second are left to judge). Each is equal
+    to no JSON value until a valid time is seen."""
 
-    __slots__ = ("day", "last")
+    __slots__ = ("day", "last", "minute")
 
     def __init__(self) -> None:
         self.last: object = object()
         self.day: object = object()
+        self.minute: object = object()
 
 
 _TIME_MEMO = _TimeMemo()
@@ -119,15 +156,42 @@ def decode_line(raw: bytes) -> Line:
 
     The error's `offset` is left for the caller, who knows where the line starts.
 
-    A line as the emitter writes it is accepted after one parse and a few checks of the parsed
-    value. It is exactly what orjson writes back from that value, newline included, which proves
-    it UTF-8 and compact, without a key twice, a byte-order mark or a carriage return. The check
-    of its type returns whether its data is closed (only known fields, their strings free of
+    A line whose skeleton is remembered (`_SKELETONS`: a progress, unit_done or spend line of the
+    same shape was judged valid before) is accepted after its parse, a look at its seq and time
+    and, for some progress lines, at each phase's counts: the skeleton proves the rest.
+
+    Any other line as the emitter writes it is accepted after one parse and a few checks of the
+    parsed value. It is exactly what orjson writes back from that value, newline included, which
+    proves it UTF-8 and compact, without a key twice, a byte-order mark or a carriage return. The
+    check of its type returns whether its data is closed (only known fields, their strings free of
     U+0000): a closed line holds U+0000 nowhere and nests 4 deep at most, so only the bytes of
     another line are searched for the escape `\\u0000` and counted for depth. A line not so
     accepted, valid or not, is judged rule by rule by `_decode_precisely`: a refusal is always
     that of the first rule the line breaks.
     """
+    # One pass over the bytes, unbounded: a line over the limit is copied once here, as the parse
+    # below would copy its strings, before the precise judge refuses it.
+    counts_to_compare = _SKELETONS.get(raw.translate(_DIGITS_AS_ZERO))
+    if counts_to_compare is not None:
+        try:
+            frame = _FRAME(_loads(raw))
+        except (ValueError, LookupError, TypeError):  # a number with a leading zero is not JSON
+            return _decode_precisely(raw)
+        time = frame[2]
+        if time != _TIME_MEMO.last:
+            if time[:17] == _TIME_MEMO.minute and time[17] < "6":
+                _TIME_MEMO.last = time  # the lines after it in its commit share it
+            elif not _is_time(time):
+                return _decode_precisely(raw)
+        if frame[0]:  # seq: any width of digits but a lone 0 is a valid seq
+            if not counts_to_compare:
+                return _new_line(Line, frame)
+            for counts in frame[3]["phases"].values():
+                if counts["done"] > counts["total"]:
+                    break
+            else:
+                return _new_line(Line, frame)
+        return _decode_precisely(raw)
     if len(raw) <= LINE_BYTES_MAX:
         try:
             value = _loads(raw)  # the newline is JSON whitespace: no copy without it
@@ -157,13 +221,39 @@ def decode_line(raw: bytes) -> Line:
                 except LineRefused:  # maybe not the first rule the line breaks: judged below
                     pass
                 else:
-                    if closed or (
+                    if closed:
+                        if kind in _LEARNED_KINDS:
+                            _remember_skeleton(raw, kind, data)
+                        return _new_line(Line, (seq, kind, time, data))
+                    if (
                         kind
                         and raw.count(b"[") + raw.count(b"{") <= NESTING_DEPTH_MAX
                         and raw.find(b"\\u0000") == -1
                     ):
                         return _new_line(Line, (seq, kind, time, data))
     return _decode_precisely(raw)
+
+
+def _remember_skeleton(raw: bytes, kind: str, data: dict[str, Any]) -> None:
+    """Remember the skeleton of a closed line the fast path accepted, when it can stand for every
+    line of that skeleton (see `_SKELETONS` for why each condition is needed)."""
+    if (
+        len(raw) > _SKELETON_BYTES_MAX
+        or raw.find(b"\\") != -1
+        or _LONG_DIGIT_RUN.search(raw) is not None
+    ):
+        return
+    compare_counts = False
+    if kind == "progress":
+        phases: dict[str, dict[str, int]] = data["phases"]
+        if len({name.translate(_NAME_DIGITS_AS_ZERO) for name in phases}) != len(phases):
+            return  # "p1" and "p2": a line of this skeleton could name one phase twice
+        compare_counts = any(
+            len(str(counts["done"])) >= len(str(counts["total"])) for counts in phases.values()
+        )
+    if len(_SKELETONS) >= _SKELETONS_MAX:
+        _SKELETONS.clear()
+    _SKELETONS[raw.translate(_DIGITS_AS_ZERO)] = compare_counts
 
 
 def _decode_precisely(raw: bytes) -> Line:
@@ -277,6 +367,7 @@ def _is_time(time: object) -> bool:
             return False
         _TIME_MEMO.day = time[:11]
     _TIME_MEMO.last = time
+    _TIME_MEMO.minute = time[:17]
     return True
 
 

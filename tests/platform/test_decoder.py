@@ -38,7 +38,7 @@ from platform_ingest.errors import (
     StringTooLong,
     WrongKeys,
 )
-from platform_journals import hello, line, spend, unit_done
+from platform_journals import hello, line, progress, spend, unit_done
 
 T = "2026-11-30T02:08:57.213Z"
 
@@ -380,6 +380,223 @@ def test_the_emitters_lines_take_the_fast_path(kind: str, monkeypatch: pytest.Mo
     for data in (VALID_DATA[kind], {**VALID_DATA[kind], "since_1_9": {"x": [None, 1.5]}}):
         raw = orjson.dumps({"seq": seq, "type": kind, "time": T, "data": data}) + b"\n"
         assert decode_line(raw) == (seq, kind, T, data)
+
+
+# -- remembered skeletons ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_skeletons(monkeypatch: pytest.MonkeyPatch) -> dict[bytes, bool]:
+    """An empty map of skeletons for one test (the module's own is a process-wide cache)."""
+    skeletons: dict[bytes, bool] = {}
+    monkeypatch.setattr(_decode, "_SKELETONS", skeletons)
+    return skeletons
+
+
+def skeleton(raw: bytes) -> bytes:
+    return raw.translate(_decode._DIGITS_AS_ZERO)
+
+
+digit_strings = st.text("0123456789", min_size=1, max_size=3)
+counts = st.integers(0, 10**18 - 1) | st.sampled_from([0, 9, 10, 99, 100, 10**18, 2**63 - 1])
+closed_data = st.one_of(
+    st.tuples(
+        st.just("progress"),
+        st.dictionaries(
+            st.sampled_from(["draft", "edit", "p1", "p2", "p10", "10", "01", "é9"]) | digit_strings,
+            st.tuples(counts, counts).map(lambda c: {"done": min(c), "total": max(c)}),
+            max_size=4,
+        ).map(lambda phases: {"phases": phases}),
+    ),
+    st.tuples(
+        st.just("unit_done"),
+        st.fixed_dictionaries(
+            {"unit": st.sampled_from(["unit-0001", "7", "u\\1", "u\x102", "é3"]), "index": counts}
+        ),
+    ),
+    st.tuples(st.just("spend"), st.fixed_dictionaries({"committed_micro_usd": counts})),
+)
+"""Valid data of the types whose skeletons are remembered, with digits in names and strings,
+numbers of every width up to 19 digits, escapes (`\\\\`, `\\u0010`) and non-ASCII."""
+
+
+@st.composite
+def remembered_and_redigited(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A valid line as the emitter writes it, and the same bytes with some of their digits
+    replaced by others: the lines a remembered skeleton stands for, valid or not (a seq of 0, a
+    leading zero, hour 24, 30 February, done over total, two phases of one name, U+0000)."""
+    kind, data = draw(closed_data)
+    seq = draw(st.integers(1, 10**18 - 1) | st.sampled_from([1, 9, 10, 99]))
+    time = draw(st.sampled_from([T, "2028-02-29T23:59:59.999Z", "2026-12-31T00:00:00.000Z"]))
+    raw = orjson.dumps({"seq": seq, "type": kind, "time": time, "data": data}) + b"\n"
+    digits = [at for at, byte in enumerate(raw) if 0x30 <= byte <= 0x39]
+    changed = bytearray(raw)
+    for at in draw(st.lists(st.sampled_from(digits), max_size=4)) if digits else []:
+        changed[at] = ord(draw(st.sampled_from("0123456789")))
+    return raw, bytes(changed)
+
+
+@given(remembered_and_redigited())
+def test_a_remembered_skeleton_reaches_the_precise_verdict(lines: tuple[bytes, bytes]) -> None:
+    """Once a valid line's skeleton is remembered, a line of the same skeleton (its digits
+    changed) takes the short path: it reaches the same line or the same refusal as the precise
+    judge. The map is emptied first, so the line decoded first is the one remembered."""
+    raw, changed = lines
+    _decode._SKELETONS.clear()
+    assert decode_line(raw) == _decode._decode_precisely(raw)
+    assert_fast_path_agrees(changed)
+
+
+@settings(max_examples=20_000)
+@pytest.mark.slow
+@given(remembered_and_redigited())
+def test_a_remembered_skeleton_reaches_the_precise_verdict_thoroughly(
+    lines: tuple[bytes, bytes],
+) -> None:
+    """The same check at a fuzzing budget (run with --run-slow)."""
+    raw, changed = lines
+    _decode._SKELETONS.clear()
+    assert decode_line(raw) == _decode._decode_precisely(raw)
+    assert_fast_path_agrees(changed)
+
+
+def test_a_remembered_skeleton_spares_the_re_encoding(
+    fresh_skeletons: dict[bytes, bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After one line of each usual type, the next lines of the same skeletons (other seqs,
+    times, amounts, units, counts) are accepted without the re-encoding or the precise judge."""
+    first = [
+        progress(2, draft=(1, 10), edit=(0, 10)),
+        unit_done(3, "unit-0001", 0),
+        spend(4, 250_000),
+    ]
+    for raw in first:
+        decode_line(raw)
+    assert set(fresh_skeletons) == {skeleton(raw) for raw in first}
+
+    def not_called(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError(args)
+
+    monkeypatch.setattr(_decode, "_dumps", not_called)
+    monkeypatch.setattr(_decode, "_decode_precisely", not_called)
+    later = "2026-11-30T02:09:41.007Z"
+    for raw, expected in [
+        (progress(5, draft=(9, 10), edit=(3, 10)), {"draft": (9, 10), "edit": (3, 10)}),
+        (unit_done(6, "unit-0972", 8), {"unit": "unit-0972", "index": 8}),
+        (spend(7, 999_999), {"committed_micro_usd": 999_999}),
+    ]:
+        moved = raw.replace(T.encode(), later.encode())
+        decoded = decode_line(moved)
+        assert decoded == tuple(orjson.loads(moved).values())
+        assert type(decoded) is Line
+        assert decoded.time == later
+        if decoded.type == "progress":
+            found = {k: (v["done"], v["total"]) for k, v in decoded.data["phases"].items()}
+            assert found == expected
+        else:
+            assert decoded.data == expected
+
+
+@pytest.mark.parametrize(
+    ("remembered", "same_skeleton", "error"),
+    [
+        (spend(2, 1), spend(0, 1), WrongType),
+        (spend(2, 10), spend(2, 10).replace(b":10}", b":01}"), InvalidJson),
+        (spend(2, 1), spend(2, 1).replace(b"T02:", b"T24:"), WrongType),
+        (spend(2, 1), spend(2, 1).replace(b":57.", b":60."), WrongType),
+        (spend(2, 1), spend(2, 1).replace(b"11-30T", b"02-30T"), WrongType),
+        (progress(2, a=(5, 7)), progress(2, a=(8, 7)), WrongType),
+        (progress(2, a=(1, 10), b=(0, 99)), progress(2, a=(1, 10), b=(0, 10)), None),
+        (progress(2, p1=(0, 1), p2=(0, 1)), progress(2, p1=(0, 1), p2=(0, 1)), None),
+        (
+            progress(2, p1=(0, 1), p2=(0, 1)),
+            progress(2, p1=(0, 1), p2=(0, 1)).replace(b'"p2"', b'"p1"'),
+            DuplicateKey,
+        ),
+        (
+            unit_done(3, "u\x10", 0),
+            unit_done(3, "u\x10", 0).replace(b"u0010", b"u0000"),
+            NulCharacter,
+        ),
+        (
+            spend(2, 10**18),
+            spend(2, 10**18).replace(b"1000000000000000000", b"9999999999999999999"),
+            MoneyNotInteger,
+        ),
+    ],
+    ids=[
+        "seq 0",
+        "leading zero",
+        "hour 24",
+        "second 60",
+        "30 February",
+        "done over total",
+        "counts of as many digits",
+        "phases named with digits",
+        "one phase twice",
+        "U+0000 by escape",
+        "money past 64 bits",
+    ],
+)
+def test_a_remembered_skeleton_lets_no_broken_rule_through(
+    fresh_skeletons: dict[bytes, bool],
+    remembered: bytes,
+    same_skeleton: bytes,
+    error: type[LineRefused] | None,
+) -> None:
+    """A line whose digits alone differ from a valid one's is still refused for every rule its
+    digits can break, with the refusal of the precise judge."""
+    decode_line(remembered)
+    decode_line(remembered)
+    assert skeleton(same_skeleton) == skeleton(remembered)
+    assert_fast_path_agrees(same_skeleton)
+    if error is None:
+        assert decode_line(same_skeleton)
+    else:
+        with pytest.raises(error):
+            decode_line(same_skeleton)
+
+
+@pytest.mark.parametrize(
+    ("raw", "remembered"),
+    [
+        (spend(2, 1), True),
+        (unit_done(3, "unit-0001", 0), True),
+        (progress(2, a=(0, 10)), True),
+        (progress(2, p1=(0, 10), p2=(0, 10)), False),  # p1 and p2 share a skeleton
+        (unit_done(3, "a\\b", 0), False),  # an escape: digits could make it \u0000
+        (unit_done(3, "a\x1fb", 0), False),
+        (spend(2, 10**18), False),  # 19 digits: the same width may pass 2**63 - 1
+        (line(3, "unit_done", {"unit": "u", "index": 0, "more": 1}), False),  # not closed
+        (line(3, "ceiling", {"halted": True, "scope": "book", "shortfall_micro_usd": 1}), False),
+        (hello(), False),
+        (
+            line(2, "progress", {"phases": {f"phase-{i}": {"done": 0, "total": 1} for i in "ab"}}),
+            True,
+        ),
+        (progress(2, **{f"phase_{c * 30}": (0, 1) for c in "abcdefghijklmnop"}), False),  # long
+    ],
+)
+def test_which_skeletons_are_remembered(
+    fresh_skeletons: dict[bytes, bool], raw: bytes, remembered: bool
+) -> None:
+    """Only a closed progress, unit_done or spend line that can stand for every line of its
+    skeleton is remembered: no escape, no number of 19 digits, phase names distinct with their
+    digits read as 0, at most `_SKELETON_BYTES_MAX` bytes."""
+    decode_line(raw)
+    assert (skeleton(raw) in fresh_skeletons) is remembered
+
+
+def test_the_map_of_skeletons_stays_bounded(fresh_skeletons: dict[bytes, bool]) -> None:
+    """Past `_SKELETONS_MAX` skeletons the map starts again empty, so it never holds more."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    sizes = []
+    for number in range(_decode._SKELETONS_MAX + 100):
+        unit = "".join(letters[number // 26**at % 26] for at in range(3))
+        decode_line(unit_done(3, unit, 0))
+        sizes.append(len(fresh_skeletons))
+    assert max(sizes) == _decode._SKELETONS_MAX
+    assert sizes[-1] == 100
 
 
 def _lines(path: Path, start: int = 0) -> list[tuple[int, bytes | LineTooLong]]:
