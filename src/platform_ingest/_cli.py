@@ -7,7 +7,7 @@
     sweep BOOK_DIR... [--auto] [--root DIR]  one pass over each book, then exit
     run ROOT... [--auto] [--metrics-port P]  the worker: every book under the roots, until SIGTERM
     name BOOK_DIR ENGINE_RUN_ID [--new-run]  name a stream for the book's current (or a new) run
-    show [BOOK_DIR...] [--json]              state of books, runs, attempts
+    show [BOOK_DIR...] [--json] [--follow]   state of books, runs, attempts (--follow: live)
     release BOOK_DIR ENGINE_RUN_ID           lift a quarantine, stall or refusal after looking
     repair BOOK_DIR [--status-command CMD]   settle a stopped run through the engine's status
     exited BOOK_DIR ENGINE_RUN_ID STATUS     the launcher reports a process's exit status
@@ -277,6 +277,12 @@ def _parser() -> argparse.ArgumentParser:
         "book_dirs", nargs="*", metavar="BOOK_DIR", help=BOOK_DIR_HELP + " (default: every book)"
     )
     show.add_argument("--json", action="store_true", help="the JSON scripts read (SPEC § 8)")
+    show.add_argument(
+        "--follow",
+        action="store_true",
+        help="print the state again each time a commit or an operator changes one of the books "
+        "(with --json: one book's state a line), until SIGINT or SIGTERM",
+    )
 
     release = commands.add_parser(
         "release", help="lift a quarantine, a stall or a refusal after an operator looked"
@@ -589,6 +595,32 @@ def _sweep(db: Database, args: argparse.Namespace, projections: Sequence[Project
     return failed
 
 
+def _follow_books(db: Database, args: argparse.Namespace) -> int:
+    """`show --follow`: until SIGINT or SIGTERM (then exit 0)."""
+    from ._follow import follow  # noqa: PLC0415 - only this view needs it
+
+    book_ids = [find_book(db, book_dir).book_id for book_dir in args.book_dirs] or None
+    listener = Database(db.dsn, db.settings, application_name="platform-ingest show --follow")
+    stopped = False
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopped
+        stopped = True
+
+    def write(text: str) -> None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        follow(db, listener, book_ids, as_json=args.json, write=write, stopping=lambda: stopped)
+    finally:
+        listener.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return EXIT_OK
+
+
 def _worker(args: argparse.Namespace, projections: Sequence[Projection]) -> int:
     """`run`: the worker, until SIGTERM or SIGINT (then exit 0)."""
     # Imported here: the worker's modules (change notification, metrics) cost a one-shot command
@@ -644,6 +676,8 @@ def _run(args: argparse.Namespace) -> int:
             verb = "named" if named.created else "already named"
             print(f"stream {named.engine_run_id} {verb} for run {named.run_id}")
             return EXIT_OK
+        if args.command == "show" and args.follow:
+            return _follow_books(db, args)
         if args.command == "show":
             state = show_state(db, args.book_dirs)
             if args.json:

@@ -246,6 +246,19 @@ class Database:
                     copy.write_row(row)
             return cursor.rowcount
 
+    def listen(self, statement: Statement) -> None:
+        """Run one listed `LISTEN` (kind "session") on this connection: its notifications then
+        come through `notifications`."""
+        with _translated():
+            _check_listed(statement, "session")
+            self.connection.execute(statement.text)
+
+    def notifications(self, timeout_s: float) -> Iterator[psycopg.Notify]:
+        """The notifications of the channels this connection listens on that arrive within
+        `timeout_s` (those already received first); errors translated as for a statement."""
+        with _translated():
+            yield from self.connection.notifies(timeout=timeout_s)
+
     def execute(self, statement: Statement, params: Sequence[Any] = ()) -> int:
         """Run one listed statement; return its rowcount."""
         with _translated():

@@ -18,7 +18,7 @@ from typing import Literal
 
 from ._backoff import Backoff
 
-Trigger = Literal["notify", "claim", "survey", "retry"]
+Trigger = Literal["notify", "claim", "survey", "retry", "operator"]
 """What woke a pass (the `trigger` label of the pass metrics); see `_worker`."""
 
 BUSY_RETRY_WAIT_S = 0.25

