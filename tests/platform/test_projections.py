@@ -332,3 +332,20 @@ def test_the_command_line_refuses_a_bad_projection_before_any_database(
     code = main(["--dsn", unreachable, "sweep", str(tmp_path), "--projection", "nope:Nothing"])
     assert code == 2
     assert "could not be loaded" in capsys.readouterr().err
+
+
+def test_an_installed_packages_entry_point_names_a_projection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group `platform_ingest.projections`, read from an installed distribution's metadata
+    (a real dist-info directory on the path, found by importlib.metadata)."""
+    dist = tmp_path / "usage_projections-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: usage-projections\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[platform_ingest.projections]\nrecorder = projection_fixtures:Recording\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert load_projection("recorder").name == "recording"
+    with pytest.raises(ProjectionInvalid, match="recorder"):  # the message lists what is offered
+        load_projection("no-such-one")
