@@ -5,12 +5,15 @@ announced by `pg_notify` without a book id or money."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from platform_ingest import Database, sweep_book
 from platform_ingest._cli import main
@@ -349,3 +352,113 @@ def test_an_installed_packages_entry_point_names_a_projection(
     assert load_projection("recorder").name == "recording"
     with pytest.raises(ProjectionInvalid, match="recorder"):  # the message lists what is offered
         load_projection("no-such-one")
+
+
+# --- any statement, by any route ------------------------------------------------------------
+
+_COLUMN = {
+    "runs": "reason",
+    "attempts": "error_detail",
+    "books": "error_detail",
+    "line_hashes": "seq",
+    "run_units": "unit",
+    "operator_actions": "reason",
+    "projection_tracking": "last_seq",
+    "projections": "version",
+    "book_problems": "detail",
+    "mine": "x",
+}
+
+
+@st.composite
+def _statements(draw: st.DrawFn) -> str:
+    table = draw(st.sampled_from(sorted(_COLUMN)))
+    column = _COLUMN[table]
+    name = draw(
+        st.sampled_from([table, f'"{table}"', f"public.{table}", table.upper(), f"public.{table}"])
+    )
+    condition = draw(st.sampled_from(["true", "false", f"{column} IS NOT NULL"]))
+    dml = draw(
+        st.sampled_from(
+            [
+                f"UPDATE {name} SET {column} = {column} WHERE {condition}",
+                f"DELETE FROM {name} WHERE {condition}",
+                f"INSERT INTO {name} SELECT * FROM {name} WHERE false",
+            ]
+        )
+    )
+    wrapped = draw(
+        st.sampled_from(
+            [
+                dml,
+                f"WITH w AS ({dml} RETURNING 1) SELECT count(*) FROM w",
+                f"DO $$BEGIN {dml}; END$$",
+                f"DO $body$ BEGIN EXECUTE '{dml}'; END $body$",
+            ]
+        )
+    )
+    prefix = draw(st.sampled_from(["", "/* ; COMMIT */ ", "-- a comment\n", "  "]))
+    return prefix + wrapped
+
+
+def _platform_rows(sql: psycopg.Connection[Any], book_id: str, *, of_book: bool) -> Any:
+    """The platform's rows of one book (`of_book`) or of every other book, without ids or clocks."""
+    match = "=" if of_book else "<>"
+    queries = {
+        "runs": f"SELECT state, reason, committed_micro_usd FROM runs WHERE book_id {match} %s",
+        "attempts": "SELECT engine_run_id, state, last_seq, error_kind, error_detail FROM attempts"
+        f" WHERE book_id {match} %s",
+        "books": f"SELECT book_id, scan_epoch, error_detail FROM books WHERE book_id {match} %s",
+        "line_hashes": "SELECT h.seq, h.sha256 FROM line_hashes h JOIN attempts a USING"
+        f" (attempt_id) WHERE a.book_id {match} %s",
+        "run_units": "SELECT u.unit FROM run_units u JOIN runs r USING (run_id)"
+        f" WHERE r.book_id {match} %s",
+        "operator_actions": f"SELECT action, reason FROM operator_actions WHERE book_id {match} %s",
+        "book_problems": f"SELECT kind, detail FROM book_problems WHERE book_id {match} %s",
+        "tracking": "SELECT t.projection, t.last_seq FROM projection_tracking t JOIN attempts a"
+        f" USING (attempt_id) WHERE a.book_id {match} %s",
+    }
+    return {
+        table: sorted(map(tuple, sql.execute(query, (book_id,)).fetchall()))  # type: ignore[arg-type]
+        for table, query in queries.items()
+    } | {"projections": sql.execute("SELECT name, version FROM projections").fetchall()}
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(statement=_statements())
+def test_no_statement_writes_the_platforms_tables_and_commits(
+    db: Database, make_book: Any, sql: psycopg.Connection[Any], statement: str
+) -> None:
+    """Whatever route a projection's statement takes to a platform table (quoting, schema,
+    comments, a CTE, a DO block, dynamic SQL), either the batch commits and the platform's rows
+    are exactly what they would be without the projection, or it is refused and they are as they
+    were; the rows of every other book never change."""
+    sql.execute("CREATE TABLE IF NOT EXISTS mine (x int)")
+    reference, book = (
+        make_book(f"ref-{uuid.uuid4().hex[:8]}"),
+        make_book(f"b-{uuid.uuid4().hex[:8]}"),
+    )
+    for each in (reference, book):
+        write(each, hello(book=each.name))
+        sweep_book(db, each, mode="auto", projections=[_Statement(statement)])
+    append(reference, spend(2, 10))
+    sweep_book(db, reference, mode="auto", projections=[_Statement("SELECT 1")])
+    append(book, spend(2, 10))
+    others = _platform_rows(sql, book.name, of_book=False)
+    before = _platform_rows(sql, book.name, of_book=True)
+    try:
+        sweep_book(db, book, mode="auto", projections=[_Statement(statement)])
+    except ProjectionFailed:
+        after = _platform_rows(sql, book.name, of_book=True)
+        after["book_problems"] = before["book_problems"]  # the platform's own record of it
+        assert after == before
+    else:
+        expected = _platform_rows(sql, reference.name, of_book=True)
+        got = _platform_rows(sql, book.name, of_book=True)
+        for rows in (expected, got):  # the books' ids differ, hence their hellos' bytes
+            rows["books"] = [row[1:] for row in rows["books"]]
+            rows["line_hashes"] = [
+                (seq, digest if seq > 1 else None) for seq, digest in rows["line_hashes"]
+            ]
+        assert got == expected
+    assert _platform_rows(sql, book.name, of_book=False) == others
