@@ -186,6 +186,35 @@ class JournalFile:
             return None
         return self.read_range(start, self.size)
 
+    def last_line_starting_with(self, prefix: bytes) -> bytes | None:
+        """The last whole line of the file that starts with `prefix` (newline included), or None:
+        no such line, or one longer than any line the emitter writes. Reads backwards from the
+        end in chunks, so the cost is the bytes after that line, and memory stays bounded."""
+        needle = b"\n" + prefix
+        with open(self.path, "rb") as reader:
+            start: int | None = None
+            end = self.size
+            while end > 0:
+                chunk_start = max(0, end - _TAIL_CHUNK_BYTES)
+                reader.seek(chunk_start)
+                # Overlap the chunk read before by a needle's length less one: a needle across
+                # the boundary is seen, none is seen twice.
+                chunk = reader.read(min(self.size, end + len(needle) - 1) - chunk_start)
+                index = chunk.rfind(needle)
+                if index >= 0:
+                    start = chunk_start + index + 1
+                    break
+                end = chunk_start
+            if start is None:
+                reader.seek(0)
+                if reader.read(len(prefix)) != prefix:
+                    return None
+                start = 0
+            reader.seek(start)
+            line = reader.read(min(self.size - start, LINE_BYTES_MAX))
+        newline = line.find(b"\n")
+        return None if newline < 0 else line[: newline + 1]
+
     @contextlib.contextmanager
     def tail(self) -> Iterator[TailReader]:
         """A reader that walks the file backwards from its end (`size`)."""

@@ -3,8 +3,8 @@
 Rows are projected in (stream, seq) order; a stream's `projected_seq` says how far its rows are known
 to be durable in the file. The watermark may lag behind the file (it is recorded for free in the next
 outbox row, see `_outbox.store`), never run ahead of it: a row past the watermark is either not in
-the file or at its very end, where recovery finds it instead of appending it twice, however many
-rows and bytes that end holds.
+the file or at its end — last, or followed only by repeated regions of the file — where recovery
+finds it instead of appending it twice, however many rows and bytes that end holds.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ BATCH_BYTES_MAX = 8 * 1024 * 1024
 
 _SEQ_OF_A_ROW = re.compile(rb'\{"seq":([1-9][0-9]{0,18}),')
 """How every line the emitter writes starts: enough to name the row the file's last line may be."""
+_HELLO_START = b'{"seq":1,"type":"hello",'
+"""How every hello the emitter writes starts (keys in order, compact JSON)."""
 
 
 @dataclass(frozen=True)
@@ -127,12 +129,14 @@ class Projector:
         it covers, the seq of its last row in the file.
 
         The unprojected rows, all streams in projection order, are R; the file can only end with
-        a prefix of R (or with none of it). The file's last line names the row that would end
-        that prefix: one candidate per pending stream, its row at that seq. Each candidate is
-        checked from its row back to the start of R, row bytes against the file's bytes read
-        backwards in bounded windows, the latest stream's first (the longest run). Memory stays
-        bounded whatever the run's length; the cost is one read of the run, from SQLite and from
-        the file, which the fsync that follows reads anyway.
+        a prefix of R (or with none of it), possibly followed by repeated regions of the file. The
+        file's last line names the row that would end that prefix: one candidate per pending
+        stream, its row at that seq. Each candidate is checked from its row back to the start of
+        R, row bytes against the file's bytes read backwards in bounded windows, the latest
+        stream's first (the longest run). Memory stays bounded whatever the run's length; the
+        cost is one read of the run, from SQLite and from the file, which the fsync that follows
+        reads anyway. When no run is found that way (a repeated region follows it), a candidate
+        whose stream's hello is in the file ends the run (`_stream_is_the_files_last`).
         """
         last_line = self._journal.last_line()
         if last_line is None:
@@ -141,20 +145,48 @@ class Projector:
         if match is None:
             return {}
         seq = int(match.group(1))
-        for index in reversed(range(len(pending))):
-            stream = pending[index]
-            if not stream.projected_seq < seq <= stream.last_seq:
-                continue
-            if _outbox.line_at(self._conn, stream.stream_no, seq) != last_line:
-                continue
-            earlier = pending[:index]
-            if self._run_ends_the_file(earlier, stream, seq):
-                found = {
-                    earlier_stream.stream_no: earlier_stream.last_seq for earlier_stream in earlier
-                }
-                found[stream.stream_no] = seq
-                return found
+        candidates = [
+            index
+            for index in reversed(range(len(pending)))
+            if pending[index].projected_seq < seq <= pending[index].last_seq
+            and _outbox.line_at(self._conn, pending[index].stream_no, seq) == last_line
+        ]
+        for index in candidates:
+            if self._run_ends_the_file(pending[:index], pending[index], seq):
+                return self._found(pending, index, seq)
+        # A region of the file written again after the run (a repeat of lines from a line start
+        # to the end) hides the run from the walk, yet the file still ends with the run's last
+        # row. Appending the run again would put an earlier stream's rows after a later stream's
+        # hello, where every reader takes them for that stream's lines.
+        for index in candidates:
+            if self._stream_is_the_files_last(pending[index], seq):
+                return self._found(pending, index, seq)
         return {}
+
+    @staticmethod
+    def _found(pending: list[Pending], index: int, seq: int) -> dict[int, int]:
+        """The run that ends with row `seq` of `pending[index]`: every earlier stream whole."""
+        found = {stream.stream_no: stream.last_seq for stream in pending[:index]}
+        found[pending[index].stream_no] = seq
+        return found
+
+    def _stream_is_the_files_last(self, stream: Pending, seq: int) -> bool:
+        """Whether the file's last line, the bytes of row `seq` of `stream`, is that row, not a
+        look-alike of another stream's: whether the stream's hello is in the file. Then every row
+        before it in projection order is in the file too: rows reach the file only in that order
+        (a stream's hello only once every earlier row is durable there), and a repeated region
+        copies lines already in it and ends with the file's last line.
+
+        A hello names its stream (`engine_run_id`), so no other row has its bytes. A watermark of
+        1 or more says the hello is durable in the file; a later stream with lines in the file
+        then has none recorded (its lines came after this stream's last), so it was the candidate
+        tried first. Otherwise the stream's hello must be the file's last one, found by reading
+        back over the stream's own lines only.
+        """
+        if seq == 1 or stream.projected_seq >= 1:
+            return True
+        hello = _outbox.line_at(self._conn, stream.stream_no, 1)
+        return self._journal.last_line_starting_with(_HELLO_START) == hello
 
     def _run_ends_the_file(self, earlier: list[Pending], stream: Pending, seq: int) -> bool:
         """Whether the file ends, at a line boundary, with the unprojected rows of `earlier`

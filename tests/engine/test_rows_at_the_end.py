@@ -27,7 +27,7 @@ from engine_events._projection import BATCH_LINES_MAX, Projector
 from engine_events._schema import DATABASE_FILE_NAME, connect
 from engine_events._sql import OUTBOX_AFTER
 from engine_events._status import repair
-from engine_events.testing import FaultyIO, SimulatedCrash, abandon
+from engine_events.testing import EngineWorld, FaultyIO, SimulatedCrash, abandon
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,7 @@ def unprojected_rows(conn: sqlite3.Connection) -> list[bytes]:
     per_stream=st.lists(st.integers(0, 9), min_size=1, max_size=4),
     cut=st.integers(0, 10_000),
     torn=st.integers(0, 3),
+    repeat=st.none() | st.integers(0, 10_000),
     by_repair=st.booleans(),
     window=st.sampled_from([16, 64, 1024]),
 )
@@ -168,14 +169,16 @@ def test_any_prefix_of_the_unprojected_rows_at_the_end_is_not_appended_again(
     per_stream: list[int],
     cut: int,
     torn: int,
+    repeat: int | None,
     by_repair: bool,
     window: int,
 ) -> None:
     """Streams whose rows wait in the outbox (a disk that failed, processes that died); the file
     ends with the first k of those rows, in projection order, k anything from none to all, maybe
-    with a torn piece of the next one. The next start (or a repair) leaves every committed row in
-    the journal exactly once. Batches of 3 rows and read windows of a few bytes make every walk
-    cross many of both."""
+    followed by a repeated region of the file, maybe with a torn piece of the next one. The next
+    start (or a repair) leaves every committed row in the journal, and appends none that is
+    already there. Batches of 3 rows and read windows of a few bytes make every walk cross many
+    of both."""
     root = Path(tempfile.mkdtemp(prefix="rows-at-end-"))
     try:
         book = root / "book"
@@ -196,9 +199,19 @@ def test_any_prefix_of_the_unprojected_rows_at_the_end_is_not_appended_again(
             emitter.close()
         rows = unprojected_rows(conn)
         k = cut % (len(rows) + 1)
-        with open(book / "events.jsonl", "ab") as journal:
+        path = book / "events.jsonl"
+        with open(path, "ab") as journal:
             journal.write(b"".join(rows[:k]))
-            if k < len(rows):
+        repeated = 0
+        if repeat is not None:
+            content = path.read_bytes()
+            starts = repeatable_starts(content)
+            region = content[starts[repeat % len(starts)] :]
+            with open(path, "ab") as journal:
+                journal.write(region)
+            repeated = region.count(b"\n")
+        if k < len(rows):
+            with open(path, "ab") as journal:
                 journal.write(rows[k][: torn * len(rows[k]) // 4])
         with (
             mock.patch("engine_events._projection.BATCH_LINES_MAX", 3),
@@ -210,9 +223,25 @@ def test_any_prefix_of_the_unprojected_rows_at_the_end_is_not_appended_again(
             else:
                 Emitter.open(conn, book, engine_run_id="last").close()
         conn.close()
-        assert check_journal(book)["duplicates"] == 0
+        assert check_journal(book)["duplicates"] == repeated
     finally:
         shutil.rmtree(root)
+
+
+def repeatable_starts(content: bytes) -> list[int]:
+    """Where a repeated region of the journal may start: at a hello, or at a line of the file's
+    last stream (a region from inside an earlier stream, appended after a later hello, is
+    another journal, not a repeat of this one)."""
+    hellos: list[int] = []
+    last_stream: list[int] = []
+    offset = 0
+    for raw in content.splitlines(keepends=True):
+        if raw.startswith(b'{"seq":1,"type":"hello",'):
+            hellos.append(offset)
+            last_stream = []
+        last_stream.append(offset)
+        offset += len(raw)
+    return sorted(set(hellos) | set(last_stream))
 
 
 def test_the_walk_back_reads_the_file_in_bounded_windows(book_dir: Path) -> None:
@@ -257,3 +286,130 @@ def test_the_walk_back_reads_the_file_in_bounded_windows(book_dir: Path) -> None
     assert max(reads) <= 4096
     assert run_bytes <= sum(reads) <= run_bytes + 4096 + 1
     assert len(reads) >= run_bytes // 4096
+
+
+# -- a repeated region after the rows -----------------------------------------------------------
+
+
+def _spend(_conn: sqlite3.Connection, emitter: Emitter) -> None:
+    with emitter.transaction():
+        emitter.emit(Spend(committed_micro_usd=5))
+
+
+def rows_of_two_streams_at_the_end(book: Path, second_stream_spends: int) -> EngineWorld:
+    """A world whose journal ends with run-1's last row and run-2's lines, none of them recorded
+    as projected: run-1 is killed after projecting its spend (its watermark lags by that row),
+    run-2 starts on a full disk (its recovery finds that row at the end but cannot fsync it) and
+    is killed, and run-3's recovery projects both streams and dies right after its fsync."""
+    world = EngineWorld(book)
+    world.start("run-1")
+    world.step(_spend)
+    world.crash()
+    world.disk_fails(errno.ENOSPC)
+    world.start("run-2")
+    for _ in range(second_stream_spends):
+        world.step(_spend)
+    world.crash()
+    world.disk_heals()
+    world.io.crash_next("after_fsync", 2)  # the first fsync makes run-1's row durable
+    with pytest.raises(SimulatedCrash):
+        world.start("run-3")
+    streams = [
+        (s["engine_run_id"], s["last_seq"], s["projected_seq"]) for s in world.status()["streams"]
+    ]
+    assert streams == [("run-1", 2, 1), ("run-2", 1 + second_stream_spends, 0)]
+    return world
+
+
+@pytest.mark.parametrize(
+    ("second_stream_spends", "region_start", "by_repair"),
+    [
+        (0, 2, True),  # the repeat is run-2's hello, the file's last line
+        (0, 2, False),
+        (0, 0, True),  # the whole file again: the run ends the file once more
+        (2, 2, True),  # from run-2's hello: its rows are the file's last lines again
+        (2, 3, True),  # from a row of the last stream: found through the file's last hello
+        (2, 4, False),
+    ],
+)
+def test_rows_followed_by_a_repeated_region_are_not_appended_after_it(
+    tmp_path: Path, second_stream_spends: int, region_start: int, by_repair: bool
+) -> None:
+    """Regression: the rows of two streams, unrecorded, end the file, and a region of the file is
+    written again after them. Recovery took the run for absent and appended it again: run-1's
+    spend after run-2's hello, where every reader reads it as run-2's seq 2 (a line nobody
+    committed). The run is recognised, nothing is appended twice, only the new stream is."""
+    book = tmp_path / "book"
+    world = rows_of_two_streams_at_the_end(book, second_stream_spends)
+    journal = book / "events.jsonl"
+    lines = journal.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 3 + second_stream_spends
+    region = lines[region_start:]
+    with open(journal, "ab") as file:
+        file.write(b"".join(region))
+    if by_repair:
+        world.repair()
+    else:
+        world.start("run-4")
+        world.exit()
+    check = world.check_journal(complete=True)
+    assert check.duplicates == len(region)
+    assert journal.read_bytes().count(b"\n") == len(lines) + len(region) + (not by_repair)
+    world.close()
+
+
+def test_rows_of_the_last_stream_followed_by_a_repeat_are_not_appended_again(
+    tmp_path: Path,
+) -> None:
+    """One stream whose last two rows are in the file past its recorded watermark, the last one
+    repeated: the next start finds them (the stream's hello is durable, by its watermark) and
+    appends nothing again."""
+
+    def two_spends(_conn: sqlite3.Connection, emitter: Emitter) -> None:
+        with emitter.transaction():
+            emitter.emit(Spend(committed_micro_usd=5))
+            emitter.emit(Spend(committed_micro_usd=6))
+
+    book = tmp_path / "book"
+    world = EngineWorld(book)
+    world.start("run-1")
+    world.crash_at("after_fsync")
+    with pytest.raises(SimulatedCrash):
+        world.step(two_spends)
+    assert world.status()["streams"][0]["projected_seq"] == 1
+    journal = book / "events.jsonl"
+    last = journal.read_bytes().splitlines(keepends=True)[-1]
+    with open(journal, "ab") as file:
+        file.write(last)
+    world.start("run-2")
+    world.exit()
+    assert world.check_journal(complete=True).duplicates == 1
+    world.close()
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 7, 64, 1 << 16])
+def test_the_last_line_with_a_prefix_is_found_across_chunk_boundaries(
+    book_dir: Path, chunk: int
+) -> None:
+    """The file's last hello is read backwards in chunks: found wherever a chunk boundary falls
+    (inside the newline before it, inside its first bytes), at byte 0, or not at all."""
+    hello_a = b'{"seq":1,"type":"hello","data":"a"}\n'
+    hello_b = b'{"seq":1,"type":"hello","data":"b"}\n'
+    row = b'{"seq":2,"type":"spend","data":{}}\n'
+    prefix = b'{"seq":1,"type":"hello",'
+    cases = [
+        (b"", None),
+        (row, None),
+        (row + row, None),
+        (hello_a, hello_a),
+        (hello_a + row + row, hello_a),
+        (hello_a + row + hello_b + row, hello_b),
+        (row + hello_b, hello_b),
+        (hello_a + hello_b + hello_a + row, hello_a),
+    ]
+    for content, expected in cases:
+        (book_dir / "events.jsonl").write_bytes(content)
+        journal = JournalFile(book_dir, OsJournalIO())
+        journal.size = len(content)
+        with mock.patch("engine_events._journal_file._TAIL_CHUNK_BYTES", chunk):
+            assert journal.last_line_starting_with(prefix) == expected, content
