@@ -13,6 +13,9 @@ figure, the floor or baseline, the ratio, the target), the machine it ran on, an
   were taken);
 - `bench/bench_retention.py --json` (the platform's bounded storage: bytes per attempt before and
   after compaction, the apply rate beside a compacted history, the bytes a resume reads) likewise;
+- `bench/bench_fleet.py --json` (4 worker processes over 40,000 books, one killed with SIGKILL
+  and restarted every 10 s while a writer appends: takeover, fsync-to-commit latency, Postgres
+  connections and advisory locks, lines applied twice) likewise;
 - `bench/bench_worker.py`, when present, is run with the options its `--help` offers (`--json` if
   it has it; otherwise its printed figures are kept as they are).
 
@@ -53,6 +56,7 @@ FULL = {
     "ingest-whole": ["--whole-process"],
     "decode": [],
     "retention": [],
+    "fleet": [],
 }
 QUICK = {
     "emitter": ["--events", "500", "--batched-events", "20000", "--memory-events", "100000"],
@@ -81,6 +85,7 @@ QUICK = {
         "--rounds",
         "4",
     ],
+    "fleet": ["--books", "2000", "--churn-s", "30", "--steady-s", "10"],
 }
 WORKER_QUICK = {
     "--lines": "200",
@@ -370,6 +375,13 @@ def main() -> None:
     if worker is not None:
         command, as_json = worker
         results.append(run("Worker: `platform-ingest run`", command, as_json=as_json))
+    results.append(
+        run(
+            "Workers: a fleet sharing books, one killed and restarted every 10 s",
+            ["bench/bench_fleet.py", "--json", *sizes["fleet"], *dsn_args],
+            as_json=True,
+        )
+    )
     flags = " ".join(
         [*(["--quick"] if args.quick else []), *(["--no-big"] if args.no_big else [])]
         + (["--dsn DSN"] if args.dsn else [])
