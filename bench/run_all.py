@@ -11,6 +11,9 @@ figure, the floor or baseline, the ratio, the target), the machine it ran on, an
   a process, by batch bounds, against COPY) and `bench/bench_decode.py --json` print their
   figures as JSON (with notes to print under them, such as the machine's load while the figures
   were taken);
+- `bench/bench_projections.py --json` (the spend ledger's cost to a pass against the same pass
+  without a projection, and the time from an apply transaction's commit to a listener's
+  `LISTEN platform_ingest` wake-up, against a bare `pg_notify` commit) likewise;
 - `bench/bench_retention.py --json` (the platform's bounded storage: bytes per attempt before and
   after compaction, the apply rate beside a compacted history, the bytes a resume reads) likewise;
 - `bench/bench_fleet.py --json` (4 worker processes over 40,000 books, one killed with SIGKILL
@@ -54,6 +57,7 @@ FULL = {
     "ingest": [],
     "ingest-big": ["--big"],
     "ingest-whole": ["--whole-process"],
+    "projections": ["--whole-process", "--profile"],
     "decode": [],
     "retention": [],
     "fleet": [],
@@ -74,6 +78,7 @@ QUICK = {
         "--rounds",
         "1",
     ],
+    "projections": ["--quick"],
     "decode": ["--streams", "20", "--rounds", "7"],
     "retention": [
         "--attempt-lines",
@@ -354,6 +359,13 @@ def main() -> None:
         run(
             "Tailer: `platform-ingest sweep` as a whole process, by batch bounds",
             ["bench/bench_ingest.py", "--json", *sizes["ingest-whole"], *dsn_args],
+            as_json=True,
+        )
+    )
+    results.append(
+        run(
+            "Projections",
+            ["bench/bench_projections.py", "--json", *sizes["projections"], *dsn_args],
             as_json=True,
         )
     )

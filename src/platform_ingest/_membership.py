@@ -1,7 +1,8 @@
 """Several workers share books through Postgres, with no coordinator of their own.
 
-A worker announces itself by the application name of its Postgres session:
-`platform-ingest worker <member id> <roots digest>` (the digest names the set of roots it was
+A worker announces itself by the application name of its Postgres session, once it has
+registered every book under its roots (until then its session is `platform-ingest joining <member
+id>`, and it works no book): `platform-ingest worker <member id> <roots digest>` (the digest names the set of roots it was
 started with). Postgres keeps 63 bytes of an application name, room for a worker id of up to 29
 characters; a longer id (up to 63, a cloud hostname and `-1`) is announced as its member id, `#`
 and 16 hex digits of its sha256, and every worker hashes books by the member ids it sees. It is live exactly as long as that session: a worker that exits, is killed or loses
@@ -83,6 +84,12 @@ def application_name(worker_id: str, digest: str) -> str:
     """The session's application name, at most the 63 bytes Postgres keeps (a long worker id is
     announced by its `member_id`)."""
     return f"{APPLICATION_PREFIX}{member_id(worker_id)} {digest}"
+
+
+def joining_name(worker_id: str) -> str:
+    """The session's application name while the worker registers its books, before it counts as
+    a member (`_survey.Survey.announce`): shown in `pg_stat_activity`, never taken for a worker."""
+    return f"platform-ingest joining {member_id(worker_id)}"
 
 
 @dataclass(frozen=True)

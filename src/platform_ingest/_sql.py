@@ -813,6 +813,10 @@ CHANGES_NOTIFY = _q(
 # The live workers of this database: a worker announces itself by its session's application name
 # (`platform-ingest worker <worker id> <roots digest>`), so it is live exactly as long as its
 # connection, and a worker that dies leaves the list when its session ends.
+# A worker takes its member name once it is ready to work its share (`_survey.Survey.announce`).
+APPLICATION_NAME_SET = _q(
+    "application_name_set", "SELECT set_config('application_name', %s, false)"
+)
 WORKERS_LIVE = _q(
     "workers_live",
     """SELECT pid, application_name FROM pg_stat_activity

@@ -85,11 +85,16 @@ class Survey:
         self.log = log
         self._stopping = stopping
         self.books: dict[Path, Book] = {}
-        self.group: tuple[str, ...] = (self.member,)
+        self.group: tuple[str, ...] = ()
+        """The member ids of the live workers of these roots; empty until `announce`: a worker
+        that is still registering its books works none of them."""
+        self.announced = False
         self.next_membership = 0.0
         self.next_survey = 0.0
         self.rescan_roots: set[Path] = set()
         self._counted = False
+        self._pages: list[list[str]] = []
+        self._tally: _Tally | None = None
 
     # --- books under the roots ----------------------------------------------------------------
 
@@ -155,7 +160,7 @@ class Survey:
         """Whether the book is this worker's now; True when it just became so (a claim)."""
         if not book.book_id:
             return False
-        owned = owner_of(book.book_id, self.group) == self.member
+        owned = bool(self.group) and owner_of(book.book_id, self.group) == self.member
         claimed = owned and not book.owned
         if not owned:
             self.schedule.drop(book.path)
@@ -214,6 +219,16 @@ class Survey:
 
     # --- membership -----------------------------------------------------------------------------
 
+    def announce(self, application_name: str) -> None:
+        """The worker joins its group: its session takes the name the others look for. Called
+        once every book under the roots is registered, so the share the others drop at their
+        next membership check is measured and passed here within moments, not after a start-up
+        of many seconds over a large root."""
+        self.db.execute(_sql.APPLICATION_NAME_SET, (application_name,))
+        self.db.application_name = application_name  # a reconnect announces it at once
+        self.announced = True
+        self.next_membership = 0.0
+
     def refresh_membership(self) -> None:
         """Look up the live workers; the books that changed hands are claimed or dropped."""
         self.next_membership = time.monotonic() + self.membership_interval_s
@@ -245,51 +260,91 @@ class Survey:
 
     # --- the survey (safety net and lag) --------------------------------------------------------
 
+    @property
+    def surveying(self) -> bool:
+        """A survey has pages of books left to measure (`step`)."""
+        return self._tally is not None
+
     def run(self) -> None:
-        """One survey: the roots listed, refused books tried again, the lag of every book of this
-        worker measured (the metrics), and each book behind or whose epoch moved marked due."""
-        started = time.monotonic()
-        self.next_survey = started + self.survey_interval_s
+        """Begin a survey: the roots listed, refused books tried again, and the worker's books put
+        in pages whose lag `step` measures one at a time, so that the passes of books notified
+        meanwhile run between pages instead of waiting for the whole survey."""
+        self.next_survey = time.monotonic() + self.survey_interval_s
         self.rescan_roots = set(self.roots)
         self.rescan()
         self._register_new(again=True)
         self._count_books()
-        owned = {book.book_id: book for book in self.owned() if book.book_id}
-        rows = self._rows(sorted(owned))
+        ids = sorted(book.book_id for book in self.owned() if book.book_id)
+        self._pages = [
+            ids[first : first + BOOKS_BY_ID_PAGE] for first in range(0, len(ids), BOOKS_BY_ID_PAGE)
+        ]
+        self._tally = _Tally(started=time.monotonic())
+        if not self._pages:
+            self._finish()
+
+    def step(self) -> None:
+        """Measure the lag of one page of the survey's books: each book behind or whose epoch
+        moved is marked due. After the last page, the lag metrics are published."""
+        tally = self._tally
+        if tally is None or not self._pages:
+            return
+        ids = self._pages.pop(0)
+        rows = self._rows(ids)
         lags = lag_of_books(self.db, rows, lines_bytes_max=LAG_LINES_BYTES_MAX)
         self.metrics.database_up.set(1)
         now = time.monotonic()
-        lag_bytes = lag_lines = lag_bytes_max = behind = 0
-        age_max = 0.0
+        by_id = {book.book_id: book for book in self.books.values() if book.book_id in lags}
         for row in rows:
-            book = owned[row["book_id"]]
+            book = by_id.get(row["book_id"])
+            if book is None or not book.owned:
+                continue  # gone, or another worker's since the survey began
             lag = lags[row["book_id"]]
-            lag_bytes += lag.bytes
-            lag_lines += lag.lines
-            lag_bytes_max = max(lag_bytes_max, lag.bytes)
+            tally.books += 1
+            tally.lag_bytes += lag.bytes
+            tally.lag_lines += lag.lines
+            tally.lag_bytes_max = max(tally.lag_bytes_max, lag.bytes)
             moved = book.epoch is not None and book.epoch != row["scan_epoch"]
             book.epoch = row["scan_epoch"]
             if lag.lines > 0:
-                behind += 1
+                tally.behind += 1
                 if book.behind_since is None:
                     book.behind_since = now
                 age = lag.age_s if lag.age_s is not None else now - book.behind_since
-                age_max = max(age_max, age)
+                tally.age_max = max(tally.age_max, age)
             else:
                 book.behind_since = None
             if lag.lines > 0 or moved:
                 self.schedule.mark(book.path, "survey", now)
+        if not self._pages:
+            self._finish()
+
+    def _finish(self) -> None:
+        tally, self._tally = self._tally, None
+        assert tally is not None
         metrics = self.metrics
-        metrics.lag_bytes.set(lag_bytes)
-        metrics.lag_lines.set(lag_lines)
-        metrics.lag_bytes_max.set(lag_bytes_max)
-        metrics.books_behind.set(behind)
-        metrics.lag_age_max.set(age_max)
+        metrics.lag_bytes.set(tally.lag_bytes)
+        metrics.lag_lines.set(tally.lag_lines)
+        metrics.lag_bytes_max.set(tally.lag_bytes_max)
+        metrics.books_behind.set(tally.behind)
+        metrics.lag_age_max.set(tally.age_max)
         metrics.last_survey.set(time.time())
         self.log.debug(
             "survey of %d books: %d behind, %d lines past the cursors, %.3f s",
-            len(rows),
-            behind,
-            lag_lines,
-            time.monotonic() - started,
+            tally.books,
+            tally.behind,
+            tally.lag_lines,
+            time.monotonic() - tally.started,
         )
+
+
+@dataclass
+class _Tally:
+    """What a survey's pages have measured so far."""
+
+    started: float
+    books: int = 0
+    lag_bytes: int = 0
+    lag_lines: int = 0
+    lag_bytes_max: int = 0
+    behind: int = 0
+    age_max: float = 0.0

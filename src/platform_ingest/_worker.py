@@ -49,7 +49,13 @@ from ._control import ControlListener
 from ._db import Database, DatabaseSettings
 from ._housekeeping import Housekeeping
 from ._logs import FieldsLogger
-from ._membership import application_name, check_worker_id, new_worker_id, roots_digest
+from ._membership import (
+    application_name,
+    check_worker_id,
+    joining_name,
+    new_worker_id,
+    roots_digest,
+)
 from ._metrics import Metrics
 from ._pass import BookPass, Mode, PassReport
 from ._project import install
@@ -139,10 +145,12 @@ class Worker:
         self.roots = [root.resolve() for root in settings.roots]
         self.worker_id = check_worker_id(worker_id or new_worker_id())
         self.digest = roots_digest(self.roots)
+        # Joining under another name: the others count this worker only once it has registered
+        # every book under the roots and can work its share (`Survey.announce`).
         self.db = Database(
             dsn,
             database_settings or worker_database_settings(),
-            application_name=application_name(self.worker_id, self.digest),
+            application_name=joining_name(self.worker_id),
         )
         self.metrics = Metrics()
         self.control = ControlListener(
@@ -243,13 +251,17 @@ class Worker:
                     # In the loop, not before it: a Postgres away at start is waited for.
                     install(self.db, self.projections)
                     self._installed = True
+                if not survey.announced:
+                    survey.rescan()  # every book registered, none worked yet
+                    survey.announce(application_name(self.worker_id, self.digest))
                 if time.monotonic() >= survey.next_membership:
                     survey.refresh_membership()
                 if survey.rescan_roots:
                     survey.rescan()
-                now = time.monotonic()
-                if now >= survey.next_survey:
+                if time.monotonic() >= survey.next_survey and not survey.surveying:
                     survey.run()
+                if survey.surveying:
+                    survey.step()  # one page; the passes due run before the next
                 self._passes()
             except (DatabaseUnavailable, DatabaseTimeout) as error:
                 self._database_failed(error)
@@ -258,7 +270,7 @@ class Worker:
         now = time.monotonic()
         if self.away.away:
             return max(0.0, self.away.retry_at - now)
-        if self.survey.rescan_roots:
+        if self.survey.rescan_roots or self.survey.surveying:
             return 0.0
         soonest = self.schedule.soonest(min(self.survey.next_membership, self.survey.next_survey))
         return max(0.0, soonest - now)

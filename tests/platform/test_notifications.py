@@ -127,33 +127,30 @@ def test_show_follow_prints_each_change_as_it_commits(
     book = make_book("book-1")
     write(book, hello())
     sweep(db, book)
-    process = subprocess.Popen(
-        [str(BIN / "platform-ingest"), "--dsn", fresh_dsn, "show", "--follow", "--json", str(book)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    lines: queue.Queue[bytes] = queue.Queue()
-    assert process.stdout is not None
-    threading.Thread(
-        target=lambda: [lines.put(line) for line in process.stdout],
-        daemon=True,  # type: ignore[union-attr]
-    ).start()
-    try:
-        first = orjson.loads(lines.get(timeout=30))
-        assert first["runs"][0]["attempts"][0]["last_seq"] == 1
-        append(book, spend(2, 5), spend(3, 7))
-        sweep(db, book)
-        changed = orjson.loads(lines.get(timeout=30))
-        assert changed["book_id"] == "book-1"
-        assert changed["runs"][0]["attempts"][0]["last_seq"] == 3
-        assert changed["runs"][0]["committed_micro_usd"] == 7
-        append(book, BAD)
-        sweep(db, book)
-        quarantined = orjson.loads(lines.get(timeout=30))
-        assert quarantined["runs"][0]["attempts"][0]["state"] == "quarantined"
-        release_attempt(db, str(book), RUN_A, by="ops", reason="looked")  # an operator's change
-        released = orjson.loads(lines.get(timeout=30))
-        assert released["actions"][-1]["action"] == "release"
-    finally:
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
+    argv = [str(BIN / "platform-ingest"), "--dsn", fresh_dsn, "show", "--follow", "--json"]
+    with subprocess.Popen(
+        [*argv, str(book)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as process:
+        lines: queue.Queue[bytes] = queue.Queue()
+        output = process.stdout
+        assert output is not None
+        threading.Thread(target=lambda: [lines.put(line) for line in output], daemon=True).start()
+        try:
+            first = orjson.loads(lines.get(timeout=30))
+            assert first["runs"][0]["attempts"][0]["last_seq"] == 1
+            append(book, spend(2, 5), spend(3, 7))
+            sweep(db, book)
+            changed = orjson.loads(lines.get(timeout=30))
+            assert changed["book_id"] == "book-1"
+            assert changed["runs"][0]["attempts"][0]["last_seq"] == 3
+            assert changed["runs"][0]["committed_micro_usd"] == 7
+            append(book, BAD)
+            sweep(db, book)
+            quarantined = orjson.loads(lines.get(timeout=30))
+            assert quarantined["runs"][0]["attempts"][0]["state"] == "quarantined"
+            release_attempt(db, str(book), RUN_A, by="ops", reason="looked")  # an operator's change
+            released = orjson.loads(lines.get(timeout=30))
+            assert released["actions"][-1]["action"] == "release"
+        finally:
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=30) == 0

@@ -185,6 +185,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "attempt_cursor_share": (42,),
     "pruned_streams_for_rebuild": ("ledger", "book-00042"),
     "books_of_runs": ([42, 43],),
+    "application_name_set": ("platform-ingest worker w-1 0123456789",),
     "changes_notify": (['{"run_id":1}'],),
 }
 
@@ -525,6 +526,7 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         sweep_book(db, projected, mode="auto", projections=[FailingFor()])
         rebuild(db, _RecordingV2())  # a new version: reset, then caught up from the journals
         _follow_once(db, empty_dsn, projected)
+        db.execute(_sql.APPLICATION_NAME_SET, ("platform-ingest worker w-1 0123456789",))
         live_workers(db)
     finally:
         set_statement_hook(None)

@@ -111,12 +111,14 @@ def test_a_worker_id_of_63_characters_is_announced_and_recognised(
     assert member_id(member_id(LONG_ID)) == member_id(LONG_ID) != LONG_ID
     long = Worker(fresh_dsn, WorkerSettings(roots=[tmp_path]), worker_id=LONG_ID)
     digest = roots_digest([tmp_path])
-    name = long.db.application_name
-    assert name == application_name(LONG_ID, digest)
+    name = application_name(LONG_ID, digest)
     assert len(name.encode()) <= APPLICATION_NAME_BYTES_MAX
     other = Database(fresh_dsn)
     try:
-        assert long.db.backend_pid > 0  # connects
+        assert long.db.backend_pid > 0  # connects, joining: not a member yet
+        assert other.fetch_all(_sql.WORKERS_LIVE) == []
+        long.survey.announce(name)
+        assert long.db.application_name == name
         (row,) = other.fetch_all(_sql.WORKERS_LIVE)
         assert row["application_name"] == name  # whole: nothing cut off
         peers = live_workers(other)

@@ -8,6 +8,7 @@ named while no worker ran is passed at start (naming moves its scan back, which 
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import time
@@ -266,3 +267,86 @@ def test_a_path_postgres_cannot_store_is_refused_alone(
     assert [row["book_id"] for row in results if isinstance(row, dict)] == [
         path.name for path in paths if path.name != "book-04"
     ]
+
+
+# --- joining, and the survey in pages -----------------------------------------------------------
+
+JOINING_BOOKS = 1500
+
+
+def _books_with_lines(root: Path, count: int) -> None:
+    for number in range(count):
+        book = root / f"book-{number:05d}"
+        book.mkdir(parents=True)
+        write(book, hello(book=book.name), unit_done(2, "u-1", 0))
+
+
+def test_a_worker_counts_as_a_member_only_once_every_book_is_registered(
+    fresh_dsn: str, tmp_path: Path, sql: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """Its peers drop their share of the books when they see it; it must be able to work that
+    share then, so it joins under another name and announces itself once every book under the
+    roots is registered."""
+    root = tmp_path / "books"
+    _books_with_lines(root, JOINING_BOOKS)
+    worker = start_worker(fresh_dsn, root, tmp_path / "worker.log")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            row = sql.execute(
+                "SELECT (SELECT count(*) FROM pg_stat_activity"
+                "  WHERE application_name LIKE 'platform-ingest worker %'),"
+                " (SELECT count(*) FROM books)"
+            ).fetchone()
+            assert row is not None
+            members, registered = row
+            if members:
+                assert registered == JOINING_BOOKS
+                break
+            time.sleep(0.005)
+        else:
+            pytest.fail("the worker never announced itself")
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+
+
+def test_a_survey_measures_its_books_a_page_at_a_time(db: Database, tmp_path: Path) -> None:
+    """The worker's loop runs the passes due between the pages of a survey; the lag metrics are
+    published once, after the last page."""
+    from platform_ingest._logs import FieldsLogger
+    from platform_ingest._metrics import Metrics
+    from platform_ingest._schedule import Schedule
+    from platform_ingest._survey import BOOKS_BY_ID_PAGE, Survey
+
+    root = tmp_path / "books"
+    _books_with_lines(root, BOOKS_BY_ID_PAGE * 2 + 7)
+    metrics, schedule = Metrics(), Schedule()
+    survey = Survey(
+        db,
+        [root],
+        worker_id="w-pages",
+        digest="0123456789",
+        membership_interval_s=1.0,
+        survey_interval_s=15.0,
+        schedule=schedule,
+        metrics=metrics,
+        log=FieldsLogger(logging.getLogger("platform_ingest"), {}),
+        stopping=lambda: False,
+    )
+    survey.rescan_roots = {root}
+    survey.rescan()
+    survey.announce("platform-ingest worker w-pages 0123456789")
+    survey.refresh_membership()
+    for path in list(survey.books):
+        schedule.take(path)  # claimed at joining: not what this test looks at
+    behind = "platform_ingest_books_behind"
+    survey.run()
+    pages = 0
+    while survey.surveying:
+        assert metrics.registry.get_sample_value(behind) == 0  # not published mid-survey
+        survey.step()
+        pages += 1
+    assert pages == 3
+    assert metrics.registry.get_sample_value(behind) == BOOKS_BY_ID_PAGE * 2 + 7
+    assert len(schedule.ready(time.monotonic())) == BOOKS_BY_ID_PAGE * 2 + 7
