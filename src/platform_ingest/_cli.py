@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import math
 import os
@@ -768,8 +769,24 @@ def _run(args: argparse.Namespace) -> int:
     raise ConfigError(f"unknown command {args.command!r}")
 
 
+COLLECTOR_THRESHOLDS = (50_000, 20, 10)
+"""The cyclic garbage collector's thresholds in a `platform-ingest` process (docs/performance.md).
+A batch keeps up to 20,000 lines' decoded values alive until it commits (all of them when
+projections are given the lines); at the default young threshold of 700 allocations the collector
+scans those live objects again and again, which cost a pass with a projection about a third of
+its time. The applied values hold no reference cycles, so collecting less often frees the same."""
+
+
+def _tune_collector() -> None:
+    """The objects of the imported modules live as long as the process: frozen out of every
+    collection (`gc.freeze`), and the collector runs less often (`COLLECTOR_THRESHOLDS`)."""
+    gc.freeze()
+    gc.set_threshold(*COLLECTOR_THRESHOLDS)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _tune_collector()
     worker = args.command == "run"
     configure_logs(
         chosen_level(args, "INFO" if worker else "WARNING"),

@@ -44,6 +44,9 @@ from .projections import PLATFORM_TABLES, Event, Projection, ProjectionSession
 
 logger = logging.getLogger("platform_ingest")
 
+_new_event = tuple.__new__
+"""Builds an `Event` without the named tuple's own `__new__` (a Python function): one per line."""
+
 AppliedLine = tuple[AttemptView, Line]
 """A line the batch applies, with its attempt (whose ids are known once the batch's rows are in)."""
 
@@ -110,15 +113,9 @@ def project(
         run_id, attempt_id = attempt.run.run_id, attempt.attempt_id
         assert run_id is not None and attempt_id is not None  # inserted before this step
         events[attempt_id].append(
-            Event(
-                book_id,
-                run_id,
-                attempt_id,
-                attempt.engine_run_id,
-                line.seq,
-                line.type,
-                line.time,
-                line.data,
+            _new_event(
+                Event,
+                (book_id, run_id, attempt_id, attempt.engine_run_id, *line),
             )
         )
     before = _platform_writes(db)

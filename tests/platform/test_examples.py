@@ -60,10 +60,13 @@ def test_the_ledger_equals_the_platforms_spend_and_never_doubles(
     assert check_ledger(sql) == []
     entries = sql.execute(
         "SELECT seq, amount_micro_usd FROM ledger_entries WHERE account = 'run_spend'"
-        " ORDER BY entry_id"
+        " ORDER BY attempt_id, seq"
     ).fetchall()
     assert entries == [(2, 100), (5, 150), (2, 150)]
-    sql.execute("UPDATE ledger_entries SET amount_micro_usd = 1 WHERE entry_id = 1")
+    sql.execute(
+        "UPDATE ledger_entries SET amount_micro_usd = 1"
+        " WHERE seq = 2 AND account = 'run_spend' AND amount_micro_usd = 100"
+    )
     assert len(check_ledger(sql)) == 2  # the check can fail: the posting and the book's total
 
 
