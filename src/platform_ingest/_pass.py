@@ -279,7 +279,8 @@ class _Pass:
         self.hash_cache: dict[int, dict[int, bytes]] = {}
         self.pruned: frozenset[str] | None = None
         """The book's pruned streams, loaded the first time a hello of an unknown one is met."""
-        self.sealed_hashes: BatchHashes = {}
+        self.sealed_hashes: BatchHashes | None = None
+        """The hashes of the batch sealed last, until it is committed (then Postgres has them)."""
         self.writer = Writer(self.db, owner.book_id, owner.commit_hook, owner.projections)
 
     def _load_skips(self) -> None:
@@ -307,7 +308,8 @@ class _Pass:
     def applied_sha256(self, attempt: AttemptView, seq: int) -> bytes | None:
         """`History`: from the batch sealed last, else from Postgres (a window of seqs at a
         time, cached for the pass)."""
-        found = self.sealed_hashes.get((id(attempt), seq))
+        sealed = self.sealed_hashes
+        found = None if sealed is None else sealed.get(attempt, seq)
         if found is not None:
             return found
         self._drain()  # what was sealed is in Postgres now, and the connection is free
@@ -500,7 +502,7 @@ class _Pass:
         committed = self.writer.lines_committed - before
         self.report.lines_applied += committed
         self.owner.lines_committed += committed
-        self.sealed_hashes = {}
+        self.sealed_hashes = None
 
 
 def sweep_book(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from hashlib import sha256
 from typing import Any, Protocol
 
 from ._apply import Batch
@@ -62,8 +63,34 @@ from .errors import (
     UnsupportedVersion,
 )
 
-BatchHashes = dict[tuple[int, int], bytes]
-"""(id of the attempt view, seq) -> the sha256 of the line applied there, for one batch."""
+
+class BatchHashes:
+    """(attempt, seq) -> the sha256 of the line applied there, for one batch.
+
+    The batch's own lists (`hash_attempts`, `hash_seqs`, `hash_values`, in the order the lines
+    were applied) are the record; they are indexed only when a duplicate needs a look-up, and
+    then only the entries added since the last one. A pass that meets no duplicate (the usual
+    one) pays nothing per line for it. The lists are only appended to, and no (attempt, seq) is
+    applied twice in one batch (each applied seq is the attempt's next).
+    """
+
+    __slots__ = ("_batch", "_index", "_indexed")
+
+    def __init__(self, batch: Batch) -> None:
+        self._batch = batch
+        self._index: dict[tuple[int, int], bytes] = {}
+        self._indexed = 0
+
+    def get(self, attempt: AttemptView, seq: int) -> bytes | None:
+        batch = self._batch
+        seqs = batch.hash_seqs
+        if self._indexed < len(seqs):
+            index, attempts, values = self._index, batch.hash_attempts, batch.hash_values
+            for position in range(self._indexed, len(seqs)):
+                index[(id(attempts[position]), seqs[position])] = values[position]
+            self._indexed = len(seqs)
+        return self._index.get((id(attempt), seq))
+
 
 REPLAY_WINDOW_SEQS = 4096
 """How many of the latest seqs of a compacted range read again keep their hash for the pass: a
@@ -173,7 +200,7 @@ class StreamRules:
         """The stream whose part of the file the line at hand lies in (None before any hello)."""
         self.section_attempt: AttemptView | None = None
         self.batch = Batch()
-        self.batch_hashes: BatchHashes = {}
+        self.batch_hashes = BatchHashes(self.batch)
         self.problems: list[PassProblem] = []
         self.duplicates = 0
         self.unverified = 0
@@ -223,58 +250,60 @@ class StreamRules:
         False when the line is not consumed and the pass must stop before it: a foreign hello
         ahead of our stream (named mode), or an over-long line that has no end yet.
         """
-        line: Line | None = None
-        problem: LineRefused | None = None
+        # Every line of a journal comes through here: the usual one (decoded, of the stream being
+        # followed) takes the shortest path; a refused or over-long line, the longer ones below.
         if type(raw) is not bytes:
-            assert isinstance(raw, LineTooLong)  # the reader yields nothing else
-            problem = raw
-            size = raw.size_bytes
-            if raw.line_sha256 is None:  # no newline yet: report, do not consume
-                self._refused(problem, offset, b"", 0)
-                return False
-            digest = raw.line_sha256
+            return self._take_unread(offset, raw)
+        size = len(raw)
+        digest = sha256(raw).digest()
+        try:
+            line = decode_line(raw)
+        except LineRefused as problem:
+            problem.offset = offset
+            return self._take_refused(offset, problem, digest, size)
+        self.lines_read += 1
+        followed = self.section_attempt
+        if followed is None or line.type == "hello" or followed.state not in FOLLOWED_STATES:
+            self._other_line(line, digest, offset, size)
+        elif followed.skips is not None and self._skip(followed, digest, offset, size):
+            pass  # a line an operator skipped: the cursor passes it, with no effect
+        elif line.seq == followed.last_seq + 1:
+            self._apply(followed, line, digest, offset, size)
         else:
-            size = len(raw)
-            digest = hashlib.sha256(raw).digest()
-            try:
-                line = decode_line(raw)
-            except LineRefused as error:
-                problem = error
-                error.offset = offset
+            self._stream_line(followed, line, digest, offset, size)
+        return self._decided(offset, size, digest, line.seq)
+
+    def _take_unread(self, offset: int, raw: bytes | LineTooLong) -> bool:
+        """An over-long line the reader skipped (its bytes never gathered)."""
+        assert isinstance(raw, LineTooLong)  # the reader yields nothing else
+        if raw.line_sha256 is None:  # no newline yet: report, do not consume
+            self._refused(raw, offset, b"", 0)
+            return False
+        return self._take_refused(offset, raw, raw.line_sha256, raw.size_bytes)
+
+    def _take_refused(self, offset: int, problem: LineRefused, digest: bytes, size: int) -> bool:
+        """A complete line that did not decode (or was too long to)."""
         self.lines_read += 1
         followed = self.section_attempt
         if (
             followed is not None
             and followed.skips is not None
             and followed.state in FOLLOWED_STATES
-            and (line is None or line.type != "hello")
             and self._skip(followed, digest, offset, size)
         ):
             pass  # a line an operator skipped: the cursor passes it, with no effect
-        elif (
-            line is not None
-            and followed is not None
-            and line.type != "hello"
-            and followed.state in FOLLOWED_STATES
-        ):
-            if line.seq == followed.last_seq + 1:
-                self._apply(followed, line, digest, offset, size)
-            else:
-                self._stream_line(followed, line, digest, offset, size)
-        elif line is not None:
-            self._other_line(line, digest, offset, size)
-        elif problem is not None:
+        else:
             self._refused(problem, offset, digest, size)
+        return self._decided(offset, size, digest, problem.seq)
+
+    def _decided(self, offset: int, size: int, digest: bytes, seq: int | None) -> bool:
+        """The line was decided: the scan hint may move past it, and the batch counts it."""
         if self.stopped:
             return False
         self._decided_end, self._decided_size, self._decided_sha256 = offset + size, size, digest
         batch = self.batch
         batch.lines += 1
-        batch.last_line = (
-            self.section,
-            line.seq if line is not None else (problem.seq if problem else None),
-            offset,
-        )
+        batch.last_line = (self.section, seq, offset)
         return True
 
     def decided_hint(self) -> Hint | None:
@@ -294,7 +323,8 @@ class StreamRules:
     def take_batch(self) -> tuple[Batch, BatchHashes]:
         """What was decided since the last call, and the hashes it applied; a new batch starts."""
         taken = self.batch, self.batch_hashes
-        self.batch, self.batch_hashes = Batch(), {}
+        self.batch = Batch()
+        self.batch_hashes = BatchHashes(self.batch)
         return taken
 
     # --- lines --------------------------------------------------------------------------------
@@ -514,7 +544,6 @@ class StreamRules:
         attempt.hint_file = self.identity
         self.batch.touch(attempt)
         self.batch.add_hash(attempt, seq, digest)
-        self.batch_hashes[(id(attempt), seq)] = digest
         return True
 
     # --- effects ----------------------------------------------------------------------------
@@ -532,24 +561,21 @@ class StreamRules:
             )
             return
         batch = self.batch
-        seq = line.seq
+        seq, kind, time, data = line  # one unpacking, not four lookups by name
         attempt.last_seq = seq
         attempt.last_line_sha256 = digest
         attempt.hint_offset = offset + size
         attempt.hint_line_bytes = size
         attempt.hint_file = self.identity
-        attempt.last_line_time = line.time
+        attempt.last_line_time = time
         if not attempt.applied_in_batch:
             attempt.applied_in_batch = True
             batch.touch(attempt)
         batch.hash_attempts.append(attempt)
         batch.hash_seqs.append(seq)
         batch.hash_values.append(digest)
-        self.batch_hashes[(id(attempt), seq)] = digest
         if self.keep_applied:
             batch.applied.append((attempt, line))
-        kind = line.type
-        data = line.data
         run = attempt.run
         if kind == "spend":
             self._spend(run, data["committed_micro_usd"])
@@ -634,7 +660,7 @@ class StreamRules:
 
     def _applied_hash(self, attempt: AttemptView, seq: int) -> bytes | None:
         """What was applied at (attempt, seq): in this batch, or before it (`History`)."""
-        found = self.batch_hashes.get((id(attempt), seq))
+        found = self.batch_hashes.get(attempt, seq)
         if found is not None:
             return found
         return self.history.applied_sha256(attempt, seq)
