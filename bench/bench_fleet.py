@@ -796,7 +796,8 @@ def report(
     if surveys:
         seconds = [survey[2] for survey in surveys]
         say(
-            f"  surveys (every 15 s per worker; the worker's loop passes nothing meanwhile):"
+            "  surveys (every 15 s per worker, a page of 500 books at a time with the passes due"
+            " run between pages: a survey's length includes them):"
             f" {len(surveys)}, median {statistics.median(seconds):.2f} s over"
             f" {statistics.median([survey[1] for survey in surveys]):,.0f} books,"
             f" p90 {quantile(seconds, 0.9):.2f} s, max {max(seconds):.2f} s"
