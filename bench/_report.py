@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import psycopg
 
@@ -63,8 +63,24 @@ def load_average() -> str:
 def fresh_database(admin_dsn: str, name: str) -> str:
     """An empty database `name` on the server of `admin_dsn` (dropped first if it exists); its DSN."""
     with psycopg.connect(admin_dsn, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         connection.execute(f'CREATE DATABASE "{name}"')
     info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
     info["dbname"] = name
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
+
+
+def install_commit_stamp(connection: psycopg.Connection[Any]) -> None:
+    """A deferred constraint trigger on `attempts` that writes, into `bench_commits (seq, at)`,
+    the cursor an apply transaction moved and `clock_timestamp()` as that transaction reaches its
+    commit (deferred: after everything the transaction does, the projections' check included)."""
+    connection.execute("CREATE TABLE bench_commits (seq bigint, at timestamptz)")
+    connection.execute(
+        "CREATE FUNCTION bench_stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " INSERT INTO bench_commits VALUES (NEW.last_seq, clock_timestamp()); RETURN NULL;"
+        " END $$"
+    )
+    connection.execute(
+        "CREATE CONSTRAINT TRIGGER bench_stamp AFTER UPDATE ON attempts"
+        " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION bench_stamp()"
+    )

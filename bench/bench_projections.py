@@ -61,6 +61,7 @@ for _path in (SRC, EXAMPLES):
 from ledger_projection import LedgerProjection, check_ledger  # noqa: E402
 
 from _report import FIGURES, figure, fresh_database, load_average, prose_to, say  # noqa: E402
+from _report import install_commit_stamp as install_stamp_trigger  # noqa: E402
 from bench_ingest import SWEEP, journal_lines, write_journal  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
 from platform_ingest._books import register_book  # noqa: E402
@@ -543,20 +544,9 @@ def wait_for(condition: Any, limit_s: float = 120.0) -> None:
 
 
 def install_commit_stamp(dsn: str) -> None:
-    """A deferred constraint trigger on `attempts`: the time the transaction that moved an
-    attempt's cursor reaches its commit, with that cursor. (Deferred, so it fires after the
-    projections' check of the platform's tables, and at the commit rather than at the UPDATE.)"""
+    """`_report.install_commit_stamp` on the benchmark's database."""
     with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute("CREATE TABLE bench_commits (seq bigint, at timestamptz)")
-        connection.execute(
-            "CREATE FUNCTION bench_stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " INSERT INTO bench_commits VALUES (NEW.last_seq, clock_timestamp()); RETURN NULL;"
-            " END $$"
-        )
-        connection.execute(
-            "CREATE CONSTRAINT TRIGGER bench_stamp AFTER UPDATE ON attempts"
-            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION bench_stamp()"
-        )
+        install_stamp_trigger(connection)
 
 
 def commit_stamps(dsn: str) -> dict[int, float]:

@@ -52,6 +52,8 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
+from _report import fresh_database as empty_database  # noqa: E402
+from _report import install_commit_stamp  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
 from platform_ingest._embedded import embedded_postgres  # noqa: E402
 
@@ -79,12 +81,8 @@ def unit(seq: int) -> bytes:
 
 
 def fresh_database(admin_dsn: str, name: str) -> str:
-    with psycopg.connect(admin_dsn, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
-    info["dbname"] = name
-    dsn = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
+    """`_report.fresh_database`, migrated."""
+    dsn = empty_database(admin_dsn, name)
     db = Database(dsn)
     migrate(db)
     db.close()
@@ -214,16 +212,7 @@ def bench_latency(admin_dsn: str, work: Path, lines: int, pace_ms: int) -> None:
     book.mkdir(parents=True)
     (book / "events.jsonl").write_bytes(hello("book-latency"))
     with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute("CREATE TABLE bench_commits (seq bigint, at timestamptz)")
-        connection.execute(
-            "CREATE FUNCTION bench_stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " INSERT INTO bench_commits VALUES (NEW.last_seq, clock_timestamp()); RETURN NULL;"
-            " END $$"
-        )
-        connection.execute(
-            "CREATE CONSTRAINT TRIGGER bench_stamp AFTER UPDATE ON attempts"
-            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION bench_stamp()"
-        )
+        install_commit_stamp(connection)
         with worker(dsn, root, work / "latency.log", "--safety-pass-s", "3600"):
             wait_until(connection, "SELECT max(last_seq) FROM attempts", 1)
             time.sleep(1.0)

@@ -33,6 +33,7 @@ from . import _sql
 from ._cursor import AttemptView
 from ._db import Database, classify
 from ._decode import Line
+from ._sql import PLATFORM_TABLES
 from .errors import (
     DatabaseTimeout,
     DatabaseUnavailable,
@@ -40,7 +41,7 @@ from .errors import (
     ProjectionInvalid,
     ProjectionStatementRefused,
 )
-from .projections import PLATFORM_TABLES, Event, Projection, ProjectionSession
+from .projections import Event, Projection, ProjectionSession
 
 logger = logging.getLogger("platform_ingest")
 

@@ -12,6 +12,7 @@ large arrays of a batch, which are cheaper to send that way.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -844,3 +845,12 @@ STATEMENTS: tuple[Statement, ...] = _collect()
 """Every statement, each once. `_db.execute` refuses any text not in here."""
 
 LISTED_TEXTS: frozenset[str] = frozenset(statement.text for statement in STATEMENTS)
+
+PLATFORM_TABLES: frozenset[str] = frozenset(
+    name
+    for statement in STATEMENTS
+    if statement.kind == "ddl"
+    for name in re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", statement.text)
+)
+"""Every table the platform creates: written only by the statements above (a projection that
+writes one is refused, `_project`)."""

@@ -50,6 +50,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import psycopg
 from psycopg import sql as psycopg_sql
 
+from ._sql import PLATFORM_TABLES
 from .errors import ProjectionInvalid, ProjectionStatementRefused
 
 __all__ = [
@@ -106,24 +107,6 @@ _FORBIDDEN_START = re.compile(
     r"\s*(?:COMMIT|ROLLBACK|BEGIN|START|SAVEPOINT|RELEASE|END|ABORT|PREPARE|LISTEN|UNLISTEN"
     r"|RESET|DISCARD|SET\s+(?:SESSION|ROLE|TRANSACTION|LOCAL\s+ROLE))\b",
     re.IGNORECASE,
-)
-PLATFORM_TABLES = frozenset(
-    {
-        "ingest_schema_version",
-        "books",
-        "runs",
-        "attempts",
-        "line_hashes",
-        "run_units",
-        "book_problems",
-        "operator_actions",
-        "line_skips",
-        "stream_starts",
-        "pruned_streams",
-        "projections",
-        "projection_tracking",
-        "projection_failures",
-    }
 )
 _PLATFORM_TABLE = re.compile(
     r'(?<![\w$"])"?(' + "|".join(sorted(PLATFORM_TABLES)) + r')"?(?![\w$])', re.IGNORECASE

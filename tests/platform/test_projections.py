@@ -462,3 +462,26 @@ def test_no_statement_writes_the_platforms_tables_and_commits(
             ]
         assert got == expected
     assert _platform_rows(sql, book.name, of_book=False) == others
+
+
+def test_every_table_the_migrations_create_is_guarded() -> None:
+    """The guarded tables are read from the migrations: a table a new step creates is guarded
+    with no list to remember."""
+    from platform_ingest._sql import PLATFORM_TABLES
+
+    assert {
+        "ingest_schema_version",
+        "books",
+        "runs",
+        "attempts",
+        "line_hashes",
+        "run_units",
+        "book_problems",
+        "operator_actions",
+        "line_skips",
+        "stream_starts",
+        "pruned_streams",
+        "projections",
+        "projection_tracking",
+        "projection_failures",
+    } == PLATFORM_TABLES
