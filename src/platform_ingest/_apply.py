@@ -245,10 +245,13 @@ def commit_sealed(
             _write_starts(db, book_id, sealed.starts)
         if projections and sealed.advances:
             project(db, book_id, projections, sealed.advances, sealed.applied)
-            db.execute(
-                _sql.PROJECTION_FAILURES_CLEAR,
-                (book_id, [attempt.engine_run_id for attempt, _, _ in sealed.advances]),
-            )
+            # A failure stands until the stream's cursor moves past it: a batch that only moved
+            # the stream's hint (past repeated lines) leaves it, with its count of failures.
+            moved = [
+                attempt.engine_run_id for attempt, values, seq in sealed.advances if values[1] > seq
+            ]
+            if moved:
+                db.execute(_sql.PROJECTION_FAILURES_CLEAR, (book_id, moved))
         if sealed.advances:
             db.execute(_sql.CHANGES_NOTIFY, (_notifications(sealed),))
 
