@@ -82,15 +82,12 @@ class LedgerProjection:
             return
         # One statement for all of the attempt's postings, not one per row (executemany): a
         # batch holds thousands of spends, and a statement per row cost more than the platform's
-        # own writes for the same lines. WITH ORDINALITY keeps the entries in seq order.
+        # own writes for the same lines. Each posting is two rows, one per side.
         session.execute(
             """INSERT INTO ledger_entries (run_id, attempt_id, seq, account, amount_micro_usd)
                SELECT %s, p.attempt_id, p.seq, a.account, a.sign * p.delta
-               FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[])
-                 WITH ORDINALITY AS p (attempt_id, seq, delta, ord)
-               CROSS JOIN (VALUES (1, 'run_spend', 1), (2, 'provider_owed', -1))
-                 AS a (side, account, sign)
-               ORDER BY p.ord, a.side""",
+               FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS p (attempt_id, seq, delta)
+               CROSS JOIN (VALUES ('run_spend', 1), ('provider_owed', -1)) AS a (account, sign)""",
             (run_id, attempt_ids, seqs, deltas),
         )
         session.execute(
