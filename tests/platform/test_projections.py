@@ -5,6 +5,7 @@ announced by `pg_notify` without a book id or money."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from platform_ingest.errors import (
     ProjectionInvalid,
     ProjectionStatementRefused,
 )
-from platform_ingest.projections import Event, ProjectionSession, load_projection
+from platform_ingest.projections import Event, ProjectionSession, check_projections, load_projection
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -485,3 +486,24 @@ def test_every_table_the_migrations_create_is_guarded() -> None:
         "projection_tracking",
         "projection_failures",
     } == PLATFORM_TABLES
+
+
+@given(
+    name=st.one_of(st.text(max_size=80), st.binary(max_size=8), st.none(), st.integers()),
+    version=st.one_of(st.integers(), st.booleans(), st.floats(), st.text(max_size=4), st.none()),
+)
+def test_any_name_and_version_is_accepted_exactly_when_valid(name: object, version: object) -> None:
+    """Any value in either field: a usage error unless the name is a lower-case identifier of
+    1 to 63 characters and the version an int from 1 to 2**31 - 1 (a bool is not an int here)."""
+    valid = (
+        isinstance(name, str)
+        and re.fullmatch(r"[a-z][a-z0-9_]{0,62}", name) is not None
+        and type(version) is int
+        and 1 <= version <= 2**31 - 1
+    )
+    try:
+        check_projections([_Bad(name, version)])
+    except ProjectionInvalid:
+        assert not valid
+    else:
+        assert valid
