@@ -59,11 +59,11 @@ class LedgerProjection:
         )
 
     def apply(self, session: ProjectionSession, events: Sequence[Event]) -> None:
-        amounts = [(event, _committed(event)) for event in events]
-        spends = [(event, amount) for event, amount in amounts if amount is not None]
+        # Most events carry no money: they are passed over first, without a call apiece.
+        spends = [event for event in events if event.type in _MONEY_TYPES]
         if not spends:
             return
-        first = spends[0][0]  # one attempt's events: one run of one book
+        first = spends[0]  # one attempt's events: one run of one book
         run_id, book_id = first.run_id, first.book_id
         row = session.execute(
             "SELECT spent_micro_usd FROM ledger_books WHERE book_id = %s FOR UPDATE", (book_id,)
@@ -72,8 +72,9 @@ class LedgerProjection:
         attempt_ids: list[int] = []
         seqs: list[int] = []
         deltas: list[int] = []
-        for event, amount in spends:
-            if amount > spent:
+        for event in spends:
+            amount = _committed(event)
+            if amount is not None and amount > spent:
                 delta, spent = amount - spent, amount
                 attempt_ids.append(event.attempt_id)
                 seqs.append(event.seq)
@@ -95,6 +96,10 @@ class LedgerProjection:
             " ON CONFLICT (book_id) DO UPDATE SET spent_micro_usd = EXCLUDED.spent_micro_usd",
             (book_id, spent),
         )
+
+
+_MONEY_TYPES = frozenset({"spend", "finished"})
+"""The events that may carry the committed spend."""
 
 
 def _committed(event: Event) -> int | None:
