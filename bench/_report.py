@@ -7,6 +7,7 @@ Each benchmark is run as a script (`python bench/bench_x.py`), so this module is
 from __future__ import annotations
 
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -84,3 +85,16 @@ def install_commit_stamp(connection: psycopg.Connection[Any]) -> None:
         "CREATE CONSTRAINT TRIGGER bench_stamp AFTER UPDATE ON attempts"
         " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION bench_stamp()"
     )
+
+
+def scrape_metrics(port: int, timeout_s: float = 10.0) -> dict[str, float]:
+    """A worker's metrics (Prometheus text on `127.0.0.1:port/metrics`), by sample name with its
+    labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s) as response:
+        text = response.read().decode()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            found[name] = float(value)
+    return found

@@ -80,7 +80,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +91,15 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
-from _report import FIGURES, figure, fresh_database, load_average, prose_to, say  # noqa: E402
+from _report import (  # noqa: E402
+    FIGURES,
+    figure,
+    fresh_database,
+    load_average,
+    prose_to,
+    say,
+    scrape_metrics,
+)
 from bench_worker import hello, line, unit  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
 from platform_ingest._embedded import embedded_postgres  # noqa: E402
@@ -399,15 +406,7 @@ class Member:
             if self.port is None:
                 return None
         try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.port}/metrics", timeout=5
-            ) as response:
-                found = {}
-                for text in response.read().decode().splitlines():
-                    if text and not text.startswith("#"):
-                        name, value = text.rsplit(" ", 1)
-                        found[name] = float(value)
-                return found
+            return scrape_metrics(self.port, timeout_s=5)
         except OSError:
             return None
 

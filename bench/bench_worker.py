@@ -40,7 +40,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,7 +52,7 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from _report import fresh_database as empty_database  # noqa: E402
-from _report import install_commit_stamp  # noqa: E402
+from _report import install_commit_stamp, scrape_metrics  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
 from platform_ingest._embedded import embedded_postgres  # noqa: E402
 
@@ -328,13 +327,7 @@ def metrics_of(log: Path, process: subprocess.Popen[bytes]) -> dict[str, float]:
                 if message.startswith("metrics on port "):
                     port = int(message.rsplit(" ", 1)[1])
         time.sleep(0.01)
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        found = {}
-        for text in response.read().decode().splitlines():
-            if text and not text.startswith("#"):
-                name, value = text.rsplit(" ", 1)
-                found[name] = float(value)
-        return found
+    return scrape_metrics(port)
 
 
 def first_survey_s(log: Path, process: subprocess.Popen[bytes], started_at: float) -> float:

@@ -58,6 +58,7 @@ from engine_events.testing import (
     SimulatedCrash,
 )
 from platform_ingest import BookPass, Database, DatabaseError, register_book
+from platform_ingest._apply import CommitHook
 from platform_ingest._compact import compact_quiet
 from platform_ingest._cursor import compacted_digest
 from seam_model import (
@@ -379,6 +380,17 @@ class SeamWorld(RuleBasedStateMachine):
 
     # -- the tailer ------------------------------------------------------------------------------
 
+    def _arm(self, fault: str | None, nth: int) -> CommitHook | None:
+        """Arm the Postgres fault the next pass meets (none: None); the commit hook that injects
+        it inside a batch, when it needs one."""
+        if fault in COMMIT_FAULTS:
+            self.faults.fail_commit(COMMIT_FAULTS[fault], nth=nth)
+        elif fault == "connection_killed_in_batch":
+            return self.faults.kill_in_batch(self.db, nth)
+        elif fault == "connection_killed":
+            self.faults.terminate(self.db.backend_pid)
+        return None
+
     @rule(
         fault=st.sampled_from(
             [None, None, *sorted(COMMIT_FAULTS), "connection_killed_in_batch", "connection_killed"]
@@ -389,13 +401,7 @@ class SeamWorld(RuleBasedStateMachine):
     def tail(self, fault: str | None, batch_lines_max: int, nth: int) -> None:
         """One pass of the platform over the book, with a Postgres fault or none."""
         self._count("tail")
-        hook = None
-        if fault in COMMIT_FAULTS:
-            self.faults.fail_commit(COMMIT_FAULTS[fault], nth=nth)
-        elif fault == "connection_killed_in_batch":
-            hook = self.faults.kill_in_batch(self.db, nth)
-        elif fault == "connection_killed":
-            self.faults.terminate(self.db.backend_pid)
+        hook = self._arm(fault, nth)
         before = self.world.check_journal()
         try:
             report = BookPass(

@@ -526,13 +526,7 @@ class ProjectedSeamWorld(SeamWorld):
         changed_before = self._changed_at(book)
         before = self._cursors_of(book)
         pending, _ = applied_prefix(book.committed, before)
-        hook = None
-        if fault in COMMIT_FAULTS:
-            self.faults.fail_commit(COMMIT_FAULTS[fault], nth=nth)
-        elif fault == "connection_killed_in_batch":
-            hook = self.faults.kill_in_batch(self.db, nth)
-        elif fault == "connection_killed":
-            self.faults.terminate(self.db.backend_pid)
+        hook = self._arm(fault, nth)
         self.recording.fail_books = {book.book_id} if failing else set()
         try:
             report = BookPass(
