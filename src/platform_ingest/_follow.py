@@ -67,14 +67,30 @@ def _gather(listener: Database, stopping: Callable[[], bool]) -> tuple[list[int]
             if notify.channel == _sql.CHANNEL_CONTROL:
                 books.add(notify.payload)
             else:
-                payload: Any = orjson.loads(notify.payload)
-                if isinstance(payload.get("run_id"), int):
-                    runs.add(payload["run_id"])
+                run_id = _run_id(notify.payload)
+                if run_id is not None:
+                    runs.add(run_id)
             if time.monotonic() >= deadline:
                 break
         if deadline is not None and time.monotonic() >= deadline:
             break
     return sorted(runs), books
+
+
+BIGINT_MAX = 2**63 - 1
+
+
+def _run_id(payload: str) -> int | None:
+    """The run id of a change's payload; None for anything else. Any session of the database may
+    NOTIFY on the channel: a payload that is not the platform's is passed over, never fatal."""
+    try:
+        value: Any = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    run_id = value.get("run_id") if isinstance(value, dict) else None
+    if type(run_id) is int and 0 < run_id <= BIGINT_MAX:
+        return run_id
+    return None
 
 
 def _write(shown: list[dict[str, Any]], *, as_json: bool, write: Callable[[str], None]) -> None:

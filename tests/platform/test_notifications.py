@@ -154,3 +154,50 @@ def test_show_follow_prints_each_change_as_it_commits(
         finally:
             process.send_signal(signal.SIGINT)
             assert process.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "",
+        "not json",
+        "[1, 2]",
+        '{"run_id": "7"}',
+        '{"run_id": 99999999999999999999999}',
+        '{"run_id": -1}',
+        '{"run_id": null}',
+        "\ufffd" * 100,
+    ],
+)
+def test_show_follow_passes_over_a_stranger_s_notification(
+    db: Database, make_book: Any, fresh_dsn: str, sql: psycopg.Connection[Any], payload: str
+) -> None:
+    """Any session may NOTIFY on the channels: whatever it sends (not JSON, the wrong shape, a run
+    id Postgres cannot hold, an unknown book id) is passed over, and the next real change prints."""
+    from platform_ingest._follow import follow
+
+    book = make_book("book-1")
+    write(book, hello())
+    sweep(db, book)
+    calls = 0
+
+    def stopping() -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            sql.execute("SELECT pg_notify('platform_ingest', %s)", (payload,))
+            sql.execute("SELECT pg_notify('platform_ingest_control', %s)", (payload,))
+        if calls == 4:
+            append(book, spend(2, 5))
+            sweep(db, book)
+        return calls > 6
+
+    listener = Database(fresh_dsn)
+    printed: list[str] = []
+    try:
+        follow(db, listener, None, as_json=True, write=printed.append, stopping=stopping)
+    finally:
+        listener.close()
+    last_seqs = [orjson.loads(line)["runs"][0]["attempts"][0]["last_seq"] for line in printed]
+    assert last_seqs[0] == 1
+    assert last_seqs[-1] == 2
