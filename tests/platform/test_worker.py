@@ -16,7 +16,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from platform_journals import (
     hello,
     log_entries,
     passes_by_trigger,
+    scrape_metrics,
     spend,
     start_worker,
     unit_done,
@@ -236,17 +236,6 @@ def _last_seq(dsn: str, book_id: str) -> int:
     return int(value)
 
 
-def _metrics(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    found = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            found[name] = float(value)
-    return found
-
-
 def test_new_book_and_new_line_are_applied_on_notification(fresh_dsn: str, tmp_path: Path) -> None:
     """With the safety pass 60 s away, a new book directory and a new line are applied well
     before it: the change notification woke the worker. The metrics count what was applied."""
@@ -269,7 +258,7 @@ def test_new_book_and_new_line_are_applied_on_notification(fresh_dsn: str, tmp_p
             for entry in log_entries(log)
             if (match := re.fullmatch(r"metrics on port (\d+)", entry["message"]))
         ]
-        metrics = _metrics(port)
+        metrics = scrape_metrics(port)
         assert metrics["platform_ingest_lines_applied_total"] == 5
         assert metrics['platform_ingest_passes_total{trigger="notify"}'] >= 1
         assert metrics["platform_ingest_watcher_up"] == 1
