@@ -11,9 +11,9 @@ order:
 3. the touched runs are locked and the batch's effects folded onto each row as it is NOW (greatest
    spend, latest progress, state moves in order); if the result is not what the pass expects,
    someone else changed the run (`CursorMoved`); else it is written;
-4. one sha256 per applied line is written by binary COPY, and the units are inserted by one
-   statement (arrays, `ON CONFLICT DO NOTHING`: a unit seen again is kept once); no round trip per
-   line. A line hash already in Postgres can only be there because another pass applied the line:
+4. one sha256 per applied line is written by binary COPY, and the units by another in a
+   savepoint (a unit the run already has fails it: the units then go in by one statement that
+   keeps each once, `ON CONFLICT DO NOTHING`); no round trip per line. A line hash already in Postgres can only be there because another pass applied the line:
    the attempts were locked and checked in step 2, so that unique violation is `CursorMoved` too;
 5. each cursor moves by compare-and-set (`UPDATE ... WHERE attempt_id = %s AND last_seq = %s`,
    rowcount must be 1), and the book's scan hint moves (compare-and-set on its epoch, which `name`
@@ -228,12 +228,7 @@ def commit_sealed(
         if sealed.hash_seqs:
             _copy_line_hashes(db, sealed)
         if sealed.units:
-            columns: list[list[Any]] = [[], [], [], [], []]
-            for attempt, unit, index, seq in sealed.units:
-                values = (attempt.run.run_id, unit, index, attempt.attempt_id, seq)
-                for column, value in zip(columns, values, strict=True):
-                    column.append(value)
-            db.execute(_sql.UNITS_INSERT, tuple(columns))
+            _write_units(db, sealed)
         for attempt, values, seq in sealed.advances:
             if db.execute(_sql.ATTEMPT_ADVANCE, (*values, attempt.attempt_id, seq)) != 1:
                 raise CursorMoved(f"attempt {attempt.attempt_id} moved under the pass")
@@ -338,13 +333,35 @@ def _copy_line_hashes(db: Database, sealed: SealedBatch) -> None:
     lines (the cursor moved): `CursorMoved`, never `DataRefused`, which would quarantine the
     stream for a race. The failed COPY has aborted the transaction, which is rolled back."""
     attempt_ids = [_id(attempt.attempt_id) for attempt in sealed.hash_attempts]
-    rows = zip(attempt_ids, sealed.hash_seqs, sealed.hash_values, strict=True)
     try:
-        db.copy(_sql.LINE_HASHES_COPY, rows)
+        db.copy(_sql.LINE_HASHES_COPY, (attempt_ids, sealed.hash_seqs, sealed.hash_values))
     except DataRefused as error:
         if error.sqlstate != UNIQUE_VIOLATION:
             raise
         raise CursorMoved(f"a line of this batch was applied by another pass: {error}") from error
+
+
+def _write_units(db: Database, sealed: SealedBatch) -> None:
+    """Write the batch's units: by COPY, in a savepoint. A unit the run already has (an engine
+    that did a unit again, a batch that holds one twice) fails the COPY on the run's key; the
+    savepoint is rolled back and the units go in again by one statement that keeps each unit
+    once (`ON CONFLICT DO NOTHING`), as they always did. Nothing else of the transaction is lost,
+    and any other refusal is raised as it was."""
+    columns: tuple[list[Any], ...] = ([], [], [], [], [])
+    run_ids, units, indexes, attempt_ids, seqs = columns
+    for attempt, unit, index, seq in sealed.units:
+        run_ids.append(attempt.run.run_id)
+        units.append(unit)
+        indexes.append(index)
+        attempt_ids.append(attempt.attempt_id)
+        seqs.append(seq)
+    try:
+        with db.transaction():  # nested: a savepoint
+            db.copy(_sql.UNITS_COPY, columns)
+    except DataRefused as error:
+        if error.sqlstate != UNIQUE_VIOLATION:
+            raise
+        db.execute(_sql.UNITS_INSERT, columns)
 
 
 def _write_starts(db: Database, book_id: str, starts: list[tuple[str, Hint, str | None]]) -> None:

@@ -18,8 +18,9 @@ pass applied the line, and `_apply` raises it as `CursorMoved`.)
 from __future__ import annotations
 
 import logging
+import struct
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -29,6 +30,7 @@ import psycopg.errors
 from psycopg.rows import BaseRowFactory, dict_row, tuple_row
 
 from ._backoff import Backoff
+from ._copy_data import copy_data
 from ._sql import LISTED_TEXTS, Statement
 from .errors import DatabaseError, DatabaseTimeout, DatabaseUnavailable, DataRefused, IngestError
 
@@ -233,17 +235,20 @@ class Database:
         cursor = self.connection.cursor(row_factory=row_factory)
         return cursor.execute(statement.text, params)
 
-    def copy(self, statement: Statement, rows: Iterable[Sequence[Any]]) -> int:
-        """Run one listed binary `COPY ... FROM STDIN` (kind "copy"), sending `rows` (each a value
-        a column, of the statement's `types`); return the rows Postgres wrote. Inside a
-        `transaction()` the rows are written with it, or not at all."""
+    def copy(self, statement: Statement, columns: Sequence[Sequence[Any]]) -> int:
+        """Run one listed binary `COPY ... FROM STDIN` (kind "copy") of the rows whose values
+        `columns` holds (one sequence a column, of the statement's `types`), sent as one piece of
+        data (`_copy_data`); return the rows Postgres wrote. Inside a `transaction()` the rows are
+        written with it, or not at all."""
+        _check_listed(statement, "copy")
+        try:
+            data = copy_data(statement.types, columns)
+        except (struct.error, UnicodeEncodeError) as error:
+            raise DataRefused(f"{_MESSAGES[DataRefused]} (not encodable: {error})") from error
         with _translated():
-            _check_listed(statement, "copy")
             cursor = self.connection.cursor()
             with cursor.copy(statement.text) as copy:
-                copy.set_types(list(statement.types))
-                for row in rows:
-                    copy.write_row(row)
+                copy.write(data)
             return cursor.rowcount
 
     def listen(self, statement: Statement) -> None:

@@ -99,21 +99,25 @@ _DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else byte for byte in range
 """`bytes.translate` table of a line's skeleton: every ASCII digit read as `0`."""
 _NAME_DIGITS_AS_ZERO = {code: 0x30 for code in range(0x30, 0x3A)}
 """The same for a `str` (a phase name): only the ASCII digits, as in the line's bytes."""
-_SKELETONS: dict[bytes, bool] = {}
-"""The skeletons of lines judged valid by the fast path, each with whether a line of that skeleton
-still needs its phases' `done <= total` compared.
+_SKELETONS: dict[bytes, int] = {}
+"""The skeletons of lines judged valid by the fast path, each with what a line of that skeleton
+still needs judged: bit 0 set, its phases' `done <= total` compared; the bits above it, when not 0,
+the number of phases it must have (`_PHASES_SHIFT`).
 
 A line of progress, unit_done or spend that the fast path accepted as closed (only known fields),
-with no backslash, no run of 19 digits, at most `_SKELETON_BYTES_MAX` bytes and, for progress,
-phase names that stay distinct with their digits read as 0, is remembered by its skeleton. A line
+with no backslash, no run of 19 digits and at most `_SKELETON_BYTES_MAX` bytes is remembered by its
+skeleton. A line
 with the same skeleton differs from it only in which digits stand where digits stood. Outside its
 strings those digits are its numbers: the same numbers of the same width, so each a non-negative
 integer below 10**18 (a leading zero is not JSON and fails the parse). Its strings keep their
 bounds (only ASCII digits changed, so their UTF-8 length is the same), stay non-empty and hold no
 U+0000 (without a backslash there is no escape); its keys, its order, its compactness and its
 nesting are the remembered line's; its time has the remembered shape, digits where digits are.
-What is left to judge: a seq of 0, the time's instant, and `done <= total` in a phase whose `done`
-was written with as many digits as its `total` or more (fewer digits: it is below `total`).
+What is left to judge: a seq of 0, the time's instant, `done <= total` in a phase whose `done`
+was written with as many digits as its `total` or more (fewer digits: it is below `total`), and,
+when two phase names of the remembered line read the same with their digits as 0 (`phase-1`,
+`phase-2`), that no name is written twice: the parsed phases must be as many as the remembered
+line's (the parser keeps one of two equal keys). Every other key is fixed text without digits.
 
 Lines of one stream share few skeletons (numbers grow a digit now and then); the map is emptied
 when it holds `_SKELETONS_MAX` of them, so it holds about a mebibyte at most. It is a cache: any
@@ -121,6 +125,8 @@ state of it gives the same verdicts, and a lost or raced entry only sends a line
 path."""
 _SKELETONS_MAX = 1024
 _SKELETON_BYTES_MAX = 1024
+_COMPARE_COUNTS = 1
+_PHASES_SHIFT = 1
 _LEARNED_KINDS = frozenset({"progress", "unit_done", "spend"})
 _LONG_DIGIT_RUN = re.compile(rb"[0-9]{19}")
 
@@ -171,8 +177,8 @@ def decode_line(raw: bytes) -> Line:
     """
     # One pass over the bytes, unbounded: a line over the limit is copied once here, as the parse
     # below would copy its strings, before the precise judge refuses it.
-    counts_to_compare = _SKELETONS.get(raw.translate(_DIGITS_AS_ZERO))
-    if counts_to_compare is not None:
+    still_to_judge = _SKELETONS.get(raw.translate(_DIGITS_AS_ZERO))
+    if still_to_judge is not None:
         try:
             frame = _FRAME(_loads(raw))
         except (ValueError, LookupError, TypeError):  # a number with a leading zero is not JSON
@@ -184,9 +190,15 @@ def decode_line(raw: bytes) -> Line:
             elif not _is_time(time):
                 return _decode_precisely(raw)
         if frame[0]:  # seq: any width of digits but a lone 0 is a valid seq
-            if not counts_to_compare:
+            if not still_to_judge:
                 return _new_line(Line, frame)
-            for counts in frame[3]["phases"].values():
+            phases = frame[3]["phases"]
+            expected = still_to_judge >> _PHASES_SHIFT
+            if expected and len(phases) != expected:
+                return _decode_precisely(raw)  # a phase named twice
+            if not still_to_judge & _COMPARE_COUNTS:
+                return _new_line(Line, frame)
+            for counts in phases.values():
                 if counts["done"] > counts["total"]:
                     break
             else:
@@ -243,17 +255,17 @@ def _remember_skeleton(raw: bytes, kind: str, data: dict[str, Any]) -> None:
         or _LONG_DIGIT_RUN.search(raw) is not None
     ):
         return
-    compare_counts = False
+    still_to_judge = 0
     if kind == "progress":
         phases: dict[str, dict[str, int]] = data["phases"]
         if len({name.translate(_NAME_DIGITS_AS_ZERO) for name in phases}) != len(phases):
-            return  # "p1" and "p2": a line of this skeleton could name one phase twice
-        compare_counts = any(
-            len(str(counts["done"])) >= len(str(counts["total"])) for counts in phases.values()
-        )
+            # "p1" and "p2": a line of this skeleton could name one phase twice
+            still_to_judge = len(phases) << _PHASES_SHIFT
+        if any(len(str(counts["done"])) >= len(str(counts["total"])) for counts in phases.values()):
+            still_to_judge |= _COMPARE_COUNTS
     if len(_SKELETONS) >= _SKELETONS_MAX:
         _SKELETONS.clear()
-    _SKELETONS[raw.translate(_DIGITS_AS_ZERO)] = compare_counts
+    _SKELETONS[raw.translate(_DIGITS_AS_ZERO)] = still_to_judge
 
 
 def _decode_precisely(raw: bytes) -> Line:

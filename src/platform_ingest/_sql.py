@@ -685,6 +685,11 @@ LINE_HASHES_WINDOW = _q(
     """SELECT seq, sha256 FROM line_hashes WHERE attempt_id = %s AND seq >= %s AND seq < %s
        ORDER BY seq""",
 )
+UNITS_COPY = _copy(
+    "units_copy",
+    "COPY run_units (run_id, unit, unit_index, attempt_id, seq) FROM STDIN (FORMAT BINARY)",
+    ("int8", "text", "int8", "int8", "int8"),
+)
 UNITS_INSERT = _q(
     "units_insert",
     """INSERT INTO run_units (run_id, unit, unit_index, attempt_id, seq)

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from platform_ingest import CursorMoved, Database, DataRefused, _sql
+from platform_ingest._copy_data import copy_data
 from platform_journals import (
     RUN_A,
     append,
@@ -44,11 +47,11 @@ def test_copy_writes_in_the_transaction_and_rolls_back_with_it(
     sweep(db, book)
     attempt_id = _attempt_id(sql)
     with pytest.raises(RuntimeError), db.transaction():
-        assert db.copy(_sql.LINE_HASHES_COPY, [(attempt_id, seq, b"h") for seq in (7, 8)]) == 2
+        assert db.copy(_sql.LINE_HASHES_COPY, [[attempt_id] * 2, [7, 8], [b"h", b"h"]]) == 2
         raise RuntimeError("the batch fails after its COPY")
     assert sql.execute("SELECT count(*) FROM line_hashes WHERE seq > 1").fetchone() == (0,)
     with db.transaction():
-        db.copy(_sql.LINE_HASHES_COPY, [(attempt_id, 7, b"h")])
+        db.copy(_sql.LINE_HASHES_COPY, [[attempt_id], [7], [b"h"]])
     assert sql.execute("SELECT count(*) FROM line_hashes WHERE seq > 1").fetchone() == (1,)
 
 
@@ -131,3 +134,66 @@ def test_a_line_hash_postgres_refuses_is_found_alone(
     assert "SQLSTATE 54000" in attempt["error"]["detail"]
     assert only_run(db, book)["committed_micro_usd"] == 40
     assert sql.execute("SELECT count(*) FROM line_hashes").fetchone() == (3,)
+
+
+def test_a_unit_done_again_is_kept_once_and_the_batch_goes_on(
+    db: Database, make_book: MakeBook, sql: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """Units go in by COPY in a savepoint. A unit the run already has, from an earlier batch or
+    twice in one batch, fails that COPY on the run's key: the savepoint alone is rolled back and
+    the units go in by the statement that keeps each once. The batch's line hashes, cursor and
+    money (written before and after it in the same transaction) are all there, and nothing is
+    quarantined."""
+    book = make_book("book-1")
+    write(book, hello(), unit_done(2, "u-1", 0), spend(3, 10))
+    sweep(db, book)
+    append(book, unit_done(4, "u-1", 0), unit_done(5, "u-2", 1), unit_done(6, "u-2", 1))
+    append(book, spend(7, 25))
+    report = sweep(db, book)
+    assert report.lines_applied == 4
+    assert report.problems == []
+    assert sql.execute("SELECT unit, seq FROM run_units ORDER BY unit").fetchall() == [
+        ("u-1", 2),
+        ("u-2", 5),
+    ]
+    assert sql.execute("SELECT count(*), max(seq) FROM line_hashes").fetchone() == (7, 7)
+    assert attempts(db, book)[RUN_A]["last_seq"] == 7
+    assert attempts(db, book)[RUN_A]["state"] == "active"
+    assert only_run(db, book)["committed_micro_usd"] == 25
+
+
+int8s = st.integers(-(2**63), 2**63 - 1)
+texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(st.lists(st.tuples(int8s, texts, st.binary()), max_size=40))
+def test_copy_data_is_what_postgres_reads(
+    sql: psycopg.Connection[tuple[object, ...]], rows: list[tuple[int, str, bytes]]
+) -> None:
+    """The binary COPY data built in one piece is read by Postgres as exactly the rows it was
+    built from: any 64-bit integer, any text Postgres can hold, any bytes, any number of rows."""
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], []]
+    data = copy_data(("int8", "text", "bytea"), columns)
+    sql.execute("CREATE TEMP TABLE IF NOT EXISTS copied (n int8, t text, b bytea, i serial)")
+    sql.execute("TRUNCATE copied")
+    with (
+        sql.cursor() as cursor,
+        cursor.copy("COPY copied (n, t, b) FROM STDIN (FORMAT BINARY)") as copy,
+    ):
+        copy.write(data)
+    read = sql.execute("SELECT n, t, b FROM copied ORDER BY i").fetchall()
+    assert read == rows
+
+
+def test_copy_data_refuses_what_it_cannot_encode(db: Database) -> None:
+    """An integer past 64 bits or text that is not UTF-8 is refused before anything is sent
+    (`DataRefused`, the refusal of a value); columns of unequal lengths are a caller's error."""
+    with pytest.raises(DataRefused, match="not encodable"):
+        db.copy(_sql.LINE_HASHES_COPY, [[2**63], [1], [b"h"]])
+    with pytest.raises(DataRefused, match="not encodable"):
+        db.copy(_sql.UNITS_COPY, [[1], ["\ud800"], [0], [1], [2]])
+    with pytest.raises(ValueError, match="one length"):
+        copy_data(("int8", "int8"), [[1, 2], [1]])
+    with pytest.raises(ValueError, match="no binary encoding"):
+        copy_data(("jsonb",), [[{}]])

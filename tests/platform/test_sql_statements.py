@@ -343,9 +343,9 @@ def test_a_copy_runs_only_through_the_copy_helper(db: Database) -> None:
     """The copy helper refuses an unlisted COPY and a listed query; the execute helper a COPY."""
     rogue = _sql.Statement("rogue", "COPY books (book_id) FROM STDIN", kind="copy", types=("text",))
     with pytest.raises(platform_ingest.IngestError, match="not in the listed statements"):
-        db.copy(rogue, [("book-x",)])
+        db.copy(rogue, [["book-x"]])
     with pytest.raises(platform_ingest.IngestError, match="cannot run here"):
-        db.copy(_sql.BOOK_SELECT, [("book-x",)])
+        db.copy(_sql.BOOK_SELECT, [["book-x"]])
     with pytest.raises(platform_ingest.IngestError, match="cannot run here"):
         db.execute(_sql.LINE_HASHES_COPY)
 
@@ -487,6 +487,9 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         with psycopg.connect(empty_dsn, autocommit=True) as admin:
             refuse_poison_units(admin)
         sweep(db, fifo)
+        again = make_book("book-unit-again")
+        write(again, hello(book="book-unit-again"), unit_done(2, "u-1", 0), unit_done(3, "u-1", 0))
+        sweep(db, again)
         remedied = make_book("book-remedies")
         name_stream(db, str(remedied), RUN_A)
         report_exit(db, str(remedied), RUN_A, -9)
