@@ -186,6 +186,31 @@ def test_copy_data_is_what_postgres_reads(
     assert read == rows
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(
+    st.integers(0, 40).flatmap(
+        lambda width: st.lists(
+            st.tuples(int8s, int8s, st.binary(min_size=width, max_size=width)), max_size=40
+        )
+    )
+)
+def test_copy_data_of_one_width_a_row_is_what_postgres_reads(
+    sql: psycopg.Connection[tuple[object, ...]], rows: list[tuple[int, int, bytes]]
+) -> None:
+    """Rows whose every field has one width (a batch's line hashes: two integers and a digest)
+    are packed a row at a time; Postgres reads exactly the rows they were built from."""
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], []]
+    data = copy_data(("int8", "int8", "bytea"), columns)
+    sql.execute("CREATE TEMP TABLE IF NOT EXISTS hashes (a int8, s int8, h bytea, i serial)")
+    sql.execute("TRUNCATE hashes")
+    with (
+        sql.cursor() as cursor,
+        cursor.copy("COPY hashes (a, s, h) FROM STDIN (FORMAT BINARY)") as copy,
+    ):
+        copy.write(data)
+    assert sql.execute("SELECT a, s, h FROM hashes ORDER BY i").fetchall() == rows
+
+
 def test_copy_data_refuses_what_it_cannot_encode(db: Database) -> None:
     """An integer past 64 bits or text that is not UTF-8 is refused before anything is sent
     (`DataRefused`, the refusal of a value); columns of unequal lengths are a caller's error."""
