@@ -51,26 +51,25 @@ from typing import Any
 
 import orjson
 
+# Only what `sweep` and `migrate` use is imported here: each other command imports its modules in
+# the branch that runs it, so a one-shot `sweep` does not pay for them at start-up.
 from ._books import find_book, register_book, require_stream_id
-from ._compact import ATTEMPTS_PER_RUN_MAX, QUIET_FOR_S_DEFAULT, compact_quiet
 from ._db import Database
-from ._embedded import cluster_exists, embedded_postgres
+from ._defaults import (
+    ATTEMPTS_PER_RUN_MAX,
+    DEFAULT_STATUS_COMMAND,
+    QUIET_FOR_S_DEFAULT,
+    REBUILD_BATCH_EVENTS_MAX,
+    RUNS_PER_CALL_MAX,
+    STATUS_TIMEOUT_S,
+)
 from ._logs import add_options as add_log_options
 from ._logs import chosen_level
 from ._logs import configure as configure_logs
-from ._membership import check_worker_id
-from ._operate import name_stream, release_attempt
 from ._pass import BookPass, Mode
 from ._plain import display_path, plain
 from ._project import install
-from ._prune import RUNS_PER_CALL_MAX, prune_runs
-from ._rebuild import BATCH_EVENTS_MAX as REBUILD_BATCH_EVENTS_MAX
-from ._rebuild import rebuild
-from ._remedies import abandon_attempt, disown_stream, report_exit, skip_line
-from ._repair import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S, repair_book
 from ._schema import migrate, require_current
-from ._show import render_text, show_state
-from ._version import __version__
 from .errors import ConfigError, EngineLive, IngestError, NotFound
 from .projections import Projection, check_projections, load_projection
 
@@ -114,6 +113,8 @@ def _count(text: str) -> int:
 
 def _worker_id(text: str) -> str:
     """A `--worker-id`, checked before anything starts (no embedded server for a bad one)."""
+    from ._membership import check_worker_id  # noqa: PLC0415 - only `run` takes one
+
     try:
         return check_worker_id(text)
     except ConfigError as error:
@@ -147,6 +148,26 @@ class _Deprecated(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+class _Version(argparse.Action):
+    """`--version`: the installed version is looked up in the distribution's metadata only when
+    asked for (the lookup cost every start-up about 2 ms)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        from ._version import __version__  # noqa: PLC0415 - see the docstring
+
+        sys.stdout.write(f"{parser.prog} {__version__}\n")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="platform-ingest",
@@ -154,8 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--version",
-        action="version",
-        version=f"platform-ingest {__version__}",
+        action=_Version,
         help="print the installed version and exit",
     )
     parser.add_argument(
@@ -485,6 +505,8 @@ def _dsn(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[str, bo
     if variables:
         logger.info("no DSN given: connecting with libpq's %s", ", ".join(variables))
         return "", False
+    from ._embedded import cluster_exists, embedded_postgres  # noqa: PLC0415 - no DSN only
+
     data_dir = args.data_dir.absolute()
     if cluster_exists(data_dir):
         _say(args, f"using the embedded Postgres in {display_path(data_dir)}", notable=False)
@@ -672,101 +694,130 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.command == "sweep":
             return _sweep(db, args, projections)
-        if args.command == "name":
-            named = name_stream(db, args.book_dir, args.engine_run_id, new_run=args.new_run)
-            verb = "named" if named.created else "already named"
-            print(f"stream {named.engine_run_id} {verb} for run {named.run_id}")
-            return EXIT_OK
-        if args.command == "show" and args.follow:
-            return _follow_books(db, args)
-        if args.command == "show":
-            state = show_state(db, args.book_dirs)
-            if args.json:
-                _print_json(state)
-            else:
-                print(render_text(state))
-            return EXIT_OK
-        if args.command == "release":
-            state_after = release_attempt(
-                db, args.book_dir, args.engine_run_id, by=args.by, reason=args.reason
-            )
-            print(f"stream {plain(args.engine_run_id)} released: {state_after}")
-            return EXIT_OK
-        if args.command == "exited":
-            _print_json(
-                report_exit(
-                    db,
-                    args.book_dir,
-                    args.engine_run_id,
-                    args.exit_status,
-                    by=args.by,
-                    reason=args.reason,
-                ).as_json()
-            )
-            return EXIT_OK
-        if args.command == "skip":
-            action = skip_line(
+        return _other_command(db, args, projections)
+
+
+def _other_command(
+    db: Database, args: argparse.Namespace, projections: Sequence[Projection]
+) -> int:
+    """Every command but `migrate`, `sweep` and `run`. Each imports its modules in its own branch
+    (`noqa: PLC0415`): at the top of this file they cost every `sweep` start-up."""
+    if args.command == "name":
+        from ._operate import name_stream  # noqa: PLC0415
+
+        named = name_stream(db, args.book_dir, args.engine_run_id, new_run=args.new_run)
+        verb = "named" if named.created else "already named"
+        print(f"stream {named.engine_run_id} {verb} for run {named.run_id}")
+        return EXIT_OK
+    if args.command == "show" and args.follow:
+        return _follow_books(db, args)
+    if args.command == "show":
+        from ._show import render_text, show_state  # noqa: PLC0415
+
+        state = show_state(db, args.book_dirs)
+        if args.json:
+            _print_json(state)
+        else:
+            print(render_text(state))
+        return EXIT_OK
+    if args.command == "release":
+        from ._operate import release_attempt  # noqa: PLC0415
+
+        state_after = release_attempt(
+            db, args.book_dir, args.engine_run_id, by=args.by, reason=args.reason
+        )
+        print(f"stream {plain(args.engine_run_id)} released: {state_after}")
+        return EXIT_OK
+    if args.command in ("exited", "skip", "disown", "abandon"):
+        return _remedy(db, args)
+    if args.command == "rebuild":
+        from ._rebuild import rebuild  # noqa: PLC0415
+
+        book_ids = [find_book(db, book_dir).book_id for book_dir in args.book_dirs] or None
+        incomplete = False
+        for projection in projections:
+            report = rebuild(db, projection, book_ids, batch_events=args.batch_events)
+            _print_json(report.as_json())
+            incomplete = incomplete or bool(report.cannot_replay)
+        return EXIT_NOT_REPLAYABLE if incomplete else EXIT_OK
+    if args.command == "compact":
+        from ._compact import compact_quiet  # noqa: PLC0415
+
+        _print_json(compact_quiet(db, quiet_for_s=args.quiet_for_s, limit=args.limit).as_json())
+        return EXIT_OK
+    if args.command == "prune":
+        from ._prune import prune_runs  # noqa: PLC0415
+
+        pruned = prune_runs(
+            db,
+            older_than_s=args.older_than_s,
+            dry_run=args.dry_run,
+            limit=args.limit,
+            by=args.by,
+            reason=args.reason,
+        )
+        _print_json(pruned.as_json())
+        return EXIT_OK
+    if args.command == "repair":
+        from ._repair import repair_book  # noqa: PLC0415
+
+        repaired = repair_book(
+            db,
+            args.book_dir,
+            status_command=args.status_command,
+            timeout_s=args.status_timeout_s,
+            by=args.by,
+            reason=args.reason,
+        )
+        _print_json(repaired.as_json())
+        return EXIT_OK
+    raise ConfigError(f"unknown command {args.command!r}")
+
+
+def _remedy(db: Database, args: argparse.Namespace) -> int:
+    """`exited`, `skip`, `disown` and `abandon`: each prints the action it recorded."""
+    from ._remedies import (  # noqa: PLC0415 - see `_other_command`
+        abandon_attempt,
+        disown_stream,
+        report_exit,
+        skip_line,
+    )
+
+    if args.command == "exited":
+        _print_json(
+            report_exit(
                 db,
                 args.book_dir,
                 args.engine_run_id,
-                args.seq,
-                sha256=args.sha256,
-                reason=args.reason,
-                by=args.by,
-            )
-            _print_json(action.as_json())
-            if args.sha256 is None:
-                print(
-                    "platform-ingest: nothing skipped: check the line, then give its sha256 "
-                    "with --sha256",
-                    file=sys.stderr,
-                )
-                return EXIT_USAGE
-            return EXIT_OK
-        if args.command == "disown":
-            remedy = disown_stream
-        elif args.command == "abandon":
-            remedy = abandon_attempt
-        else:
-            remedy = None
-        if remedy is not None:
-            action = remedy(db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by)
-            _print_json(action.as_json())
-            return EXIT_OK
-        if args.command == "rebuild":
-            book_ids = [find_book(db, book_dir).book_id for book_dir in args.book_dirs] or None
-            incomplete = False
-            for projection in projections:
-                report = rebuild(db, projection, book_ids, batch_events=args.batch_events)
-                _print_json(report.as_json())
-                incomplete = incomplete or bool(report.cannot_replay)
-            return EXIT_NOT_REPLAYABLE if incomplete else EXIT_OK
-        if args.command == "compact":
-            _print_json(compact_quiet(db, quiet_for_s=args.quiet_for_s, limit=args.limit).as_json())
-            return EXIT_OK
-        if args.command == "prune":
-            pruned = prune_runs(
-                db,
-                older_than_s=args.older_than_s,
-                dry_run=args.dry_run,
-                limit=args.limit,
+                args.exit_status,
                 by=args.by,
                 reason=args.reason,
+            ).as_json()
+        )
+        return EXIT_OK
+    if args.command == "skip":
+        action = skip_line(
+            db,
+            args.book_dir,
+            args.engine_run_id,
+            args.seq,
+            sha256=args.sha256,
+            reason=args.reason,
+            by=args.by,
+        )
+        _print_json(action.as_json())
+        if args.sha256 is None:
+            print(
+                "platform-ingest: nothing skipped: check the line, then give its sha256 "
+                "with --sha256",
+                file=sys.stderr,
             )
-            _print_json(pruned.as_json())
-            return EXIT_OK
-        if args.command == "repair":
-            repaired = repair_book(
-                db,
-                args.book_dir,
-                status_command=args.status_command,
-                timeout_s=args.status_timeout_s,
-                by=args.by,
-                reason=args.reason,
-            )
-            _print_json(repaired.as_json())
-            return EXIT_OK
-    raise ConfigError(f"unknown command {args.command!r}")
+            return EXIT_USAGE
+        return EXIT_OK
+    remedy = disown_stream if args.command == "disown" else abandon_attempt
+    action = remedy(db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by)
+    _print_json(action.as_json())
+    return EXIT_OK
 
 
 COLLECTOR_THRESHOLDS = (50_000, 20, 10)

@@ -30,19 +30,17 @@ from dataclasses import dataclass, field
 from . import _sql
 from ._books import book_lock_key
 from ._db import Database
+from ._defaults import ATTEMPTS_PER_RUN_MAX
+from ._defaults import QUIET_FOR_S_DEFAULT as QUIET_FOR_S_DEFAULT  # noqa: PLC0414 - the worker's default too
 
 logger = logging.getLogger("platform_ingest")
 
-QUIET_FOR_S_DEFAULT = 7 * 24 * 3600.0
-"""How long an attempt must be quiet before its line hashes are compacted (a week)."""
 READ_PAGE_SEQS = 50_000
 """How many hashes one read of step 1 fetches."""
 DELETE_SEQS = 10_000
 """How many seqs' rows one deleting transaction of step 3 removes."""
 QUIET_STATES = frozenset({"finished", "superseded", "exited", "disowned", "abandoned"})
 """States in which an attempt can be quiet (the list `_sql.QUIET_ATTEMPTS` filters on)."""
-ATTEMPTS_PER_RUN_MAX = 64
-"""How many attempts one call of `compact_quiet` takes on (the worker calls it again later)."""
 
 
 @dataclass

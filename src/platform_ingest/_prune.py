@@ -27,13 +27,12 @@ from . import _sql
 from ._books import book_lock_key, book_ref
 from ._compact import DELETE_SEQS
 from ._db import Database
+from ._defaults import RUNS_PER_CALL_MAX
 from ._remedies import default_operator, record_action
 from ._runs import ENDED_RUN_STATES, RunView
 
 logger = logging.getLogger("platform_ingest")
 
-RUNS_PER_CALL_MAX = 256
-"""How many runs one `prune` call takes on."""
 UNITS_PER_DELETE = 10_000
 """How many of a pruned run's units one transaction deletes."""
 LIVE_ATTEMPT_STATES = frozenset({"pending", "active", "parked"})

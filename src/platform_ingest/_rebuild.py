@@ -45,6 +45,7 @@ from ._books import book_ref, load_book
 from ._cursor import BookView, compacted_digest
 from ._db import Database, Row
 from ._decode import Line, decode_line
+from ._defaults import REBUILD_BATCH_EVENTS_MAX as BATCH_EVENTS_MAX
 from ._journal import Journal, open_journal
 from ._project import apply_verified
 from .errors import (
@@ -58,8 +59,6 @@ from .projections import Event, Projection, ProjectionSession, check_projections
 
 logger = logging.getLogger("platform_ingest")
 
-BATCH_EVENTS_MAX = 5_000
-"""The most events one rebuild transaction gives a projection."""
 HASH_WINDOW_SEQS = 4_096
 
 UnreplayableReason = Literal[

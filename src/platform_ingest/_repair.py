@@ -16,12 +16,9 @@ has not seen yet is refused (`StreamNotSeen`: sweep first), and a completed run 
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -30,6 +27,7 @@ from . import _sql
 from ._books import book_ref, register_book
 from ._db import Database
 from ._decode import BIGINT_MAX
+from ._defaults import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S
 from ._exit_codes import ExitCode
 from ._remedies import default_operator, record_action
 from ._runs import RunState, RunView, StateEffect
@@ -38,17 +36,6 @@ from .errors import EngineLive, NotFound, StatusUnreadable, StreamDisowned, Stre
 logger = logging.getLogger("platform_ingest")
 
 
-def _default_status_command() -> str:
-    """`engine-events status`, preferring the `engine-events` installed beside this interpreter
-    (the same virtualenv or prefix as `platform-ingest`) over whatever `PATH` finds first."""
-    beside = Path(sys.executable).parent / "engine-events"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return f"{shlex.quote(str(beside))} status"
-    return "engine-events status"
-
-
-DEFAULT_STATUS_COMMAND = _default_status_command()
-STATUS_TIMEOUT_S = 60.0
 STATUS_OUTPUT_BYTES_MAX = 16 * 1024 * 1024
 
 

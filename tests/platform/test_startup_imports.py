@@ -1,0 +1,85 @@
+"""`platform-ingest sweep` imports only what a sweep uses: every other command's modules (and the
+worker's libraries) are imported in the branch that runs them, and the package's public names on
+first use, so a one-shot command does not pay for them at each start-up. Each check runs in a fresh
+interpreter: the test session has imported everything already."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import platform_ingest
+
+NOT_FOR_SWEEP = (
+    "platform_ingest._compact",
+    "platform_ingest._control",
+    "platform_ingest._embedded",
+    "platform_ingest._follow",
+    "platform_ingest._housekeeping",
+    "platform_ingest._lag",
+    "platform_ingest._membership",
+    "platform_ingest._metrics",
+    "platform_ingest._operate",
+    "platform_ingest._prune",
+    "platform_ingest._rebuild",
+    "platform_ingest._remedies",
+    "platform_ingest._repair",
+    "platform_ingest._schedule",
+    "platform_ingest._show",
+    "platform_ingest._survey",
+    "platform_ingest._version",
+    "platform_ingest._watcher",
+    "platform_ingest._worker",
+    "watchdog",
+    "prometheus_client",
+    "rich",
+)
+"""Modules (and their submodules) a sweep has no use for."""
+
+
+def _modules_after(code: str) -> list[str]:
+    """The modules in `sys.modules` after `code` runs in a fresh interpreter."""
+    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    return list(json.loads(done.stdout.splitlines()[-1]))
+
+
+def _unwanted(modules: list[str]) -> list[str]:
+    return [
+        name
+        for name in modules
+        if any(name == unwanted or name.startswith(unwanted + ".") for unwanted in NOT_FOR_SWEEP)
+    ]
+
+
+def test_the_cli_and_its_parser_for_sweep_import_no_other_command() -> None:
+    modules = _modules_after(
+        "import platform_ingest._cli as cli\n"
+        "args = cli._parser().parse_args(['--dsn', 'postgresql:///x', 'sweep', '--auto', 'b'])\n"
+        "assert args.command == 'sweep'"
+    )
+    assert "platform_ingest._pass" in modules  # the sweep's own modules are there
+    assert _unwanted(modules) == []
+
+
+def test_importing_the_package_imports_none_of_its_submodules() -> None:
+    modules = _modules_after("import platform_ingest")
+    assert [name for name in modules if name.startswith("platform_ingest.")] == []
+
+
+def test_every_public_name_imports_on_first_use() -> None:
+    """`from platform_ingest import X` works for every name of `__all__`, in a fresh interpreter
+    (where each comes through the package's `__getattr__`), and `dir()` lists them all."""
+    names = ", ".join(platform_ingest.__all__)
+    modules = _modules_after(
+        f"from platform_ingest import {names}\n"
+        "import platform_ingest\n"
+        "assert set(platform_ingest.__all__) <= set(dir(platform_ingest))\n"
+        "for name in platform_ingest.__all__:\n"
+        "    assert getattr(platform_ingest, name) is not None, name"
+    )
+    assert "platform_ingest._worker" in modules
+    assert not hasattr(platform_ingest, "NoSuchName")
