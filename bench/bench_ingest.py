@@ -19,7 +19,9 @@ Figures printed:
   process's own peak RSS; against two floors measured in the same run: COPY of the same rows into
   the same tables (one `line_hashes` row a line, one `run_units` row a `unit_done`; nothing else),
   and the naive tailer (timed on its first --naive-lines lines, its rate per line taken for the
-  whole journal). Each rate is the median of --rounds rounds.
+  whole journal). Each rate is the median of --rounds rounds. Before them, the fixed cost of a
+  `sweep` (over a book with no journal) beyond the interpreter's own start. The children run with
+  their bytecode cached, as an installed package has it.
 
 Without --dsn an embedded Postgres is started in a temporary directory and removed at the end.
 With --json the figures are printed as one JSON object on stdout (the prose goes to stderr), for
@@ -322,13 +324,25 @@ end it writes its peak RSS (`VmHWM`, which exec starts afresh; `ru_maxrss` of a 
 the pages it shared with the benchmark when it was forked) to the file named first."""
 
 
+def child_environment() -> dict[str, str]:
+    """The environment of a `platform-ingest` child: this checkout's sources first, and their
+    bytecode cached (in a directory of the benchmark's), as an installed package has it; an
+    environment that forbids writing bytecode would make every child compile the package again."""
+    path = [str(SRC), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONPYCACHEPREFIX=str(PYCACHE))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+PYCACHE = Path(tempfile.gettempdir()) / "bench-ingest-pycache"
+
+
 def sweep_process(
     dsn: str, book: Path, *, lines_max: int = 0, bytes_max: int = 0
 ) -> tuple[float, int, dict[str, object]]:
     """Run `platform-ingest sweep --auto --json BOOK` as a child process: its wall time (from
     the fork to its exit), its own peak RSS in bytes, and its report."""
-    path = [str(SRC), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+    env = child_environment()
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as directory:
         peak_file = Path(directory) / "peak"
         argv = [sys.executable, "-c", SWEEP, str(peak_file), str(lines_max), str(bytes_max)]
@@ -341,6 +355,48 @@ def sweep_process(
         report = json.loads(done.stdout.decode().splitlines()[-1])
         peak = int(peak_file.read_text().split()[1]) * 1024  # VmHWM:   12345 kB
     return elapsed, peak, report
+
+
+def bench_fixed_cost(admin_dsn: str, work: Path, runs: int) -> None:
+    """The fixed cost of a `sweep`: the whole command over a book with no journal (start-up,
+    imports, connection, registration, a pass that finds nothing), against the interpreter's own
+    start (`python -c pass`), the two alternating; medians of `runs` each, after one of each to
+    warm the bytecode cache and the page cache."""
+    dsn = fresh_database(admin_dsn, "bench_fixed")
+    migrate_dsn(dsn)
+    book = work / "fixed-empty"
+    book.mkdir()
+    env = child_environment()
+    sweep = [
+        sys.executable,
+        "-c",
+        "import sys; from platform_ingest._cli import main; sys.exit(main())",
+    ]
+    sweep += ["--dsn", dsn, "sweep", "--auto", str(book)]
+    bare = [sys.executable, "-c", "pass"]
+    times: dict[str, list[float]] = {"sweep": [], "bare": []}
+    load_before = load_average()
+    for turn in range(runs + 1):
+        for name, argv in (("sweep", sweep), ("bare", bare))[:: 1 if turn % 2 else -1]:
+            started = time.perf_counter()
+            subprocess.run(argv, env=env, check=True, capture_output=True)
+            if turn:
+                times[name].append(time.perf_counter() - started)
+    sweep_s, bare_s = statistics.median(times["sweep"]), statistics.median(times["bare"])
+    say(
+        f"fixed cost: sweep of a book with no journal {sweep_s * 1e3:.1f} ms, python -c pass"
+        f" {bare_s * 1e3:.1f} ms (medians of {runs}; load {load_before} before,"
+        f" {load_average()} after)"
+    )
+    figure(
+        "fixed cost of `platform-ingest sweep` beyond the interpreter's start (a book with no"
+        f" journal; medians of {runs} runs, alternating)",
+        "ms",
+        (sweep_s - bare_s) * 1e3,
+        baseline_name="the interpreter's own start: python -c pass",
+        baseline=bare_s * 1e3,
+        target="<= 150 ms beyond it",
+    )
 
 
 def copy_floor(dsn: str, lines: int) -> tuple[float, int, int]:
@@ -389,6 +445,7 @@ def bench_whole_process(
     ratios), its peak RSS the highest of the rounds. The naive tailer is timed once per size."""
     load_before = load_average()
     say(f"whole process: load average {load_before} before, on {os.cpu_count()} cores")
+    bench_fixed_cost(admin_dsn, work, runs=15)
     bounds = [(0, 0, f"default bounds ({BATCH_LINES_MAX:,} lines, {BATCH_BYTES_MAX:,} bytes)")]
     bounds += [
         (
