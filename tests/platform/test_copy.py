@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -166,6 +167,25 @@ int8s = st.integers(-(2**63), 2**63 - 1)
 texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
 
 
+def _read_back(
+    sql: psycopg.Connection[tuple[object, ...]], types: tuple[str, ...], rows: list[Any]
+) -> list[tuple[object, ...]]:
+    """COPY the data built from `rows` into a temporary table of columns of `types`, and read
+    the rows back in the order they were sent."""
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in types]
+    data = copy_data(types, columns)
+    names = [f"c{number}" for number in range(len(types))]
+    declared = ", ".join(f"{name} {kind}" for name, kind in zip(names, types, strict=True))
+    sql.execute("DROP TABLE IF EXISTS copied")
+    sql.execute(f"CREATE TEMP TABLE copied ({declared}, i serial)")
+    with (
+        sql.cursor() as cursor,
+        cursor.copy(f"COPY copied ({', '.join(names)}) FROM STDIN (FORMAT BINARY)") as copy,
+    ):
+        copy.write(data)
+    return sql.execute(f"SELECT {', '.join(names)} FROM copied ORDER BY i").fetchall()
+
+
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 @given(st.lists(st.tuples(int8s, texts, st.binary()), max_size=40))
 def test_copy_data_is_what_postgres_reads(
@@ -173,17 +193,7 @@ def test_copy_data_is_what_postgres_reads(
 ) -> None:
     """The binary COPY data built in one piece is read by Postgres as exactly the rows it was
     built from: any 64-bit integer, any text Postgres can hold, any bytes, any number of rows."""
-    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], []]
-    data = copy_data(("int8", "text", "bytea"), columns)
-    sql.execute("CREATE TEMP TABLE IF NOT EXISTS copied (n int8, t text, b bytea, i serial)")
-    sql.execute("TRUNCATE copied")
-    with (
-        sql.cursor() as cursor,
-        cursor.copy("COPY copied (n, t, b) FROM STDIN (FORMAT BINARY)") as copy,
-    ):
-        copy.write(data)
-    read = sql.execute("SELECT n, t, b FROM copied ORDER BY i").fetchall()
-    assert read == rows
+    assert _read_back(sql, ("int8", "text", "bytea"), rows) == rows
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
@@ -199,16 +209,7 @@ def test_copy_data_of_one_width_a_row_is_what_postgres_reads(
 ) -> None:
     """Rows whose every field has one width (a batch's line hashes: two integers and a digest)
     are packed a row at a time; Postgres reads exactly the rows they were built from."""
-    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], []]
-    data = copy_data(("int8", "int8", "bytea"), columns)
-    sql.execute("CREATE TEMP TABLE IF NOT EXISTS hashes (a int8, s int8, h bytea, i serial)")
-    sql.execute("TRUNCATE hashes")
-    with (
-        sql.cursor() as cursor,
-        cursor.copy("COPY hashes (a, s, h) FROM STDIN (FORMAT BINARY)") as copy,
-    ):
-        copy.write(data)
-    assert sql.execute("SELECT a, s, h FROM hashes ORDER BY i").fetchall() == rows
+    assert _read_back(sql, ("int8", "int8", "bytea"), rows) == rows
 
 
 def test_copy_data_refuses_what_it_cannot_encode(db: Database) -> None:
