@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal
 
 import orjson
@@ -326,13 +327,17 @@ class Writer:
 
 
 UNIQUE_VIOLATION = "23505"
+_ATTEMPT_ID = attrgetter("attempt_id")
+_RUN_ID = attrgetter("run.run_id")
 
 
 def _copy_line_hashes(db: Database, sealed: SealedBatch) -> None:
     """COPY one row a line applied. A key already there means another pass applied one of these
     lines (the cursor moved): `CursorMoved`, never `DataRefused`, which would quarantine the
     stream for a race. The failed COPY has aborted the transaction, which is rolled back."""
-    attempt_ids = [_id(attempt.attempt_id) for attempt in sealed.hash_attempts]
+    attempt_ids = list(map(_ATTEMPT_ID, sealed.hash_attempts))
+    if None in attempt_ids:
+        raise CursorMoved("a row this batch needs was not inserted")
     try:
         db.copy(_sql.LINE_HASHES_COPY, (attempt_ids, sealed.hash_seqs, sealed.hash_values))
     except DataRefused as error:
@@ -347,14 +352,8 @@ def _write_units(db: Database, sealed: SealedBatch) -> None:
     savepoint is rolled back and the units go in again by one statement that keeps each unit
     once (`ON CONFLICT DO NOTHING`), as they always did. Nothing else of the transaction is lost,
     and any other refusal is raised as it was."""
-    columns: tuple[list[Any], ...] = ([], [], [], [], [])
-    run_ids, units, indexes, attempt_ids, seqs = columns
-    for attempt, unit, index, seq in sealed.units:
-        run_ids.append(attempt.run.run_id)
-        units.append(unit)
-        indexes.append(index)
-        attempt_ids.append(attempt.attempt_id)
-        seqs.append(seq)
+    attempts, units, indexes, seqs = map(list, zip(*sealed.units, strict=True))
+    columns = (list(map(_RUN_ID, attempts)), units, indexes, list(map(_ATTEMPT_ID, attempts)), seqs)
     try:
         with db.transaction():  # nested: a savepoint
             db.copy(_sql.UNITS_COPY, columns)

@@ -27,7 +27,7 @@ _FIELD_COUNT = struct.Struct(">h")
 
 
 def _as_bytes(kind: str, values: Sequence[Any]) -> Sequence[Any]:
-    return [value.encode() for value in values] if kind == "text" else values
+    return list(map(str.encode, values)) if kind == "text" else values
 
 
 def _fields(kind: str, values: Sequence[Any]) -> Iterator[bytes]:
