@@ -36,6 +36,7 @@ are, which are this worker's and how far behind they are, `_survey`'s.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import time
 from collections.abc import Sequence
@@ -111,6 +112,13 @@ def worker_database_settings() -> DatabaseSettings:
 
 class _Stopping(Exception):
     """Raised from the commit hook so that a pass stops before its next transaction begins."""
+
+
+PASSES_BETWEEN_PAGES_S = 0.05
+"""How long the passes due may run between two pages of a survey (each page measures the lag of
+500 books, tens of milliseconds): a notified book is passed within a page or two of its line, and
+the survey (at start-up: the first safety pass over every book) is not held up behind the passes
+of every book it found behind."""
 
 
 @dataclass
@@ -309,8 +317,14 @@ class Worker:
     # --- passes -------------------------------------------------------------------------------
 
     def _passes(self) -> None:
-        for path in self.schedule.ready(time.monotonic()):
-            if self._stopping:
+        """The passes due, the longest waiting first. While a survey has pages left, at most
+        `PASSES_BETWEEN_PAGES_S` of them before its next page: the books a survey finds behind
+        (thousands, at start-up) wait for the survey to finish, a survey does not wait for all
+        of their passes; a book that has waited longest still goes first."""
+        ready = self.schedule.ready(time.monotonic())
+        until = time.monotonic() + PASSES_BETWEEN_PAGES_S if self.survey.surveying else math.inf
+        for path in ready:
+            if self._stopping or time.monotonic() >= until:
                 return
             due = self.schedule.take(path)
             book = self.survey.books.get(path)
