@@ -59,6 +59,7 @@ PASS_PROBLEM_KINDS: tuple[BookProblemKind, ...] = (
     "journal_not_regular",
     "journal_outside_roots",
     "database_refused",
+    "database_timeout",
 )
 """Book problems a pass finds, and clears itself once a pass over the book goes through."""
 BOOK_PATH_CONFLICT: BookProblemKind = "book_path_conflict"

@@ -17,8 +17,12 @@ What wakes a pass over a book the worker works (its `trigger` in the metrics):
   (a change notification that never came) or whose scan epoch moved (`name`, `release`);
 - `retry`: a pass found the book busy (another worker's pass holds it), or could not finish.
 
-Postgres going away: a pass or a survey that meets `DatabaseUnavailable` or `DatabaseTimeout` (the
-named operational errors; nothing else is retried) marks the database down. The worker then tries
+Postgres going away: a pass or a survey that meets `DatabaseUnavailable`, or a survey, membership
+check or registration that meets `DatabaseTimeout` (the named operational errors; nothing else is
+retried), marks the database down. A pass whose bounded waits run out again and again (a lock held
+on its book's rows, a projection's slow statement) is its book's problem instead
+(`database_timeout`, `_pass`): the book is tried again after a doubling wait (0.5 s to 60 s) and
+every other book goes on. The worker then tries
 to connect again after a jittered, growing wait (at most `database_wait_max_s`), each try bounded
 by the connect timeout, and meanwhile does nothing else; once connected it passes all its books,
 each from its cursor in Postgres. The state shows: `database_up 0` in the metrics, lag growing in
@@ -361,7 +365,21 @@ class Worker:
                 )
             book.trouble = "ProjectionFailed"
             return
-        except (DatabaseUnavailable, DatabaseTimeout) as error:
+        except DatabaseTimeout:
+            # A bounded wait ran out on this book's work pass after pass (a lock held on its
+            # rows, a projection's slow statement): its problem, shown by `show`; tried again
+            # after a doubling wait while the other books go on.
+            metrics.pass_failures.labels("DatabaseTimeout").inc()
+            wait_s = self.schedule.failed(book.path, due)
+            if book.trouble != "DatabaseTimeout":
+                self.log.warning(
+                    "pass over %s: a bounded wait of Postgres ran out; tried again in %.1f s",
+                    book.ref,
+                    wait_s,
+                )
+            book.trouble = "DatabaseTimeout"
+            return
+        except DatabaseUnavailable as error:
             metrics.pass_failures.labels(type(error).__name__).inc()
             self.schedule.retry(book.path, due)
             raise

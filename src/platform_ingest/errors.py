@@ -74,6 +74,7 @@ BookProblemKind = Literal[
     "journal_not_regular",
     "journal_outside_roots",
     "database_refused",
+    "database_timeout",
     "book_path_conflict",
 ]
 """The kinds of a book's standing problems (`book_problems`). `database_refused` is also kept on

@@ -1,0 +1,107 @@
+"""A bounded wait of Postgres that runs out on one book's work, pass after pass, is that book's
+problem (`database_timeout`, shown by `show`), never the worker's: the other books go on, the
+database is not marked away, and the book goes through once the wait no longer runs out."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from platform_ingest import Database, DatabaseSettings, DatabaseTimeout
+from platform_ingest._worker import Worker, WorkerSettings
+from platform_journals import append, book_state, hello, spend, sweep, wait_for, write
+
+pytestmark = pytest.mark.postgres
+
+LOCK_TIMEOUT_MS = 200
+
+
+def _last_seq(db: Database, book: Path) -> int:
+    return max(
+        attempt["last_seq"] for run in book_state(db, book)["runs"] for attempt in run["attempts"]
+    )
+
+
+def _problems(db: Database, book: Path) -> list[str]:
+    return [problem["kind"] for problem in book_state(db, book)["problems"]]
+
+
+@pytest.fixture
+def blocker(fresh_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """A session whose transaction stays open (it locks what the test asks it to)."""
+    with psycopg.connect(fresh_dsn) as connection:
+        yield connection
+
+
+def _lock_attempts_of(blocker: psycopg.Connection[Any], book_id: str) -> None:
+    blocker.execute("SELECT 1 FROM attempts WHERE book_id = %s FOR UPDATE", (book_id,))
+
+
+def test_a_lock_held_on_one_books_rows_is_that_books_problem(
+    fresh_dsn: str, db: Database, tmp_path: Path, blocker: psycopg.Connection[Any]
+) -> None:
+    root = tmp_path / "books"
+    slow, other = root / "book-slow", root / "book-other"
+    for book in (slow, other):
+        book.mkdir(parents=True)
+        write(book, hello(book=book.name), spend(2, 10))
+        sweep(db, book)
+    _lock_attempts_of(blocker, "book-slow")
+    worker = Worker(
+        fresh_dsn,
+        WorkerSettings(roots=[root], mode="auto", compact_quiet_s=None),
+        database_settings=DatabaseSettings(lock_timeout_ms=LOCK_TIMEOUT_MS),
+        worker_id="w-timeouts",
+    )
+    thread = threading.Thread(target=worker.run, name="worker")
+    thread.start()
+    try:
+        append(slow, spend(3, 20))
+        wait_for("the locked book shows database_timeout", lambda: _problems(db, slow) != [])
+        assert _problems(db, slow) == ["database_timeout"]
+        (problem,) = book_state(db, slow)["problems"]
+        assert "55P03" in problem["detail"]  # lock_not_available, in Postgres's words
+        append(other, spend(3, 30))
+        wait_for("the other book is applied meanwhile", lambda: _last_seq(db, other) == 3)
+        assert worker.metrics.registry.get_sample_value("platform_ingest_database_up") == 1
+        assert worker.metrics.registry.get_sample_value(
+            "platform_ingest_pass_failures_total", {"error": "DatabaseTimeout"}
+        )
+        assert _last_seq(db, slow) == 2
+        blocker.rollback()
+        wait_for(
+            "the book goes through once the lock is gone, and its problem is cleared",
+            lambda: _last_seq(db, slow) == 3 and _problems(db, slow) == [],
+        )
+    finally:
+        worker.request_stop()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+
+
+def test_a_sweep_whose_waits_run_out_records_the_problem_and_fails(
+    db: Database, tmp_path: Path, blocker: psycopg.Connection[Any], fresh_dsn: str
+) -> None:
+    """Outside a worker the pass raises `DatabaseTimeout` after its bounded restarts, with the
+    problem on the book; the next pass that goes through clears it."""
+    book = tmp_path / "book-1"
+    book.mkdir()
+    write(book, hello(book=book.name), spend(2, 10))
+    sweep(db, book)
+    append(book, spend(3, 20))
+    _lock_attempts_of(blocker, "book-1")
+    short = Database(fresh_dsn, DatabaseSettings(lock_timeout_ms=LOCK_TIMEOUT_MS))
+    try:
+        with pytest.raises(DatabaseTimeout):
+            sweep(short, book)
+        assert _problems(db, book) == ["database_timeout"]
+        blocker.rollback()
+        assert sweep(short, book).lines_applied == 1
+        assert _problems(db, book) == []
+    finally:
+        short.close()
