@@ -79,11 +79,15 @@ RESTARTS_AFTER_CONTENTION_MAX = 64
 other pass made progress) before it gives the book up."""
 RESTARTS_AFTER_FAILURE_MAX = 8
 """How many times one pass reconnects and starts over after a lost connection."""
-RESTARTS_AFTER_TIMEOUT_MAX = 2
-"""How many times one pass starts over after a bounded wait of Postgres ran out on its work
-(a statement or lock timeout, a deadlock, a serialization failure, a transaction left idle too
-long): a wait that runs out again is the book's problem (`database_timeout`), shown by `show` and
-passed again later, while the worker goes on with every other book."""
+RESTARTS_AFTER_CONFLICT_MAX = 2
+"""How many times one pass starts over, at once, after Postgres broke a deadlock or a
+serialization conflict of its transaction (`CONFLICT_STATES`): one more is the book's problem."""
+CONFLICT_STATES = frozenset({"40P01", "40001"})
+"""deadlock_detected, serialization_failure: ended at once, and likely to go through when tried
+again. A statement or lock timeout or a transaction left idle too long (57014, 55P03, 25P03) took
+its whole bound and would likely take it again: the first is the book's problem
+(`database_timeout`), shown by `show` and passed again later, while the worker goes on with every
+other book."""
 DATA_REFUSALS_MAX = 16
 """How many refusals of Postgres (each isolated to its line) one pass works through."""
 
@@ -141,16 +145,17 @@ class BookPass:
         """True while the pass commits one line a transaction, to find the line Postgres refused."""
 
     def run(self) -> PassReport:
-        """One pass; starts over (bounded) after contention, a lost connection or a bounded wait
-        that ran out. A wait that runs out pass after pass is recorded on the book
-        (`database_timeout`) and raised: the book's problem, not the worker's.
+        """One pass; starts over (bounded) after contention, a lost connection, a deadlock or a
+        serialization conflict. A bounded wait that ran out (a statement or lock timeout) is
+        recorded on the book (`database_timeout`) and raised: the book's problem, not the
+        worker's.
 
         When Postgres refuses a batch's values (`DataRefused`: a value it cannot store), the pass
         starts over committing one line a transaction; the line refused again quarantines its
         stream (`database_refused`, with its seq and offset), and the pass goes on at full batch
         size. The other streams of the book, and every other book, go on.
         """
-        restarts = contention = failures = timeouts = refusals = 0
+        restarts = contention = failures = conflicts = refusals = 0
         self.lines_committed = 0
         self.isolating = False
         while True:
@@ -179,12 +184,12 @@ class BookPass:
                 self._projection_failed(error)
                 raise
             except DatabaseTimeout as error:
-                timeouts += 1
-                if timeouts > RESTARTS_AFTER_TIMEOUT_MAX:
+                conflicts += 1
+                if error.sqlstate not in CONFLICT_STATES or conflicts > RESTARTS_AFTER_CONFLICT_MAX:
                     self._timed_out(error)
                     raise
                 logger.warning(
-                    "pass over %s: a bounded wait ran out (SQLSTATE %s); starting over",
+                    "pass over %s: Postgres ended its transaction (SQLSTATE %s); starting over",
                     self.ref,
                     error.sqlstate,
                 )
@@ -220,15 +225,13 @@ class BookPass:
             )
 
     def _timed_out(self, error: DatabaseTimeout) -> None:
-        """A bounded wait ran out on this book's work pass after pass: record it on the book
+        """A bounded wait ran out on this book's work: record it on the book
         (`database_timeout`, with the SQLSTATE and Postgres's words), on a fresh connection (an
         idle transaction's timeout ends the session). A pass that goes through clears it."""
         logger.warning(
-            "pass over %s: a bounded wait ran out (SQLSTATE %s) %d times in a row; recorded on "
-            "the book",
+            "pass over %s: a bounded wait ran out (SQLSTATE %s); recorded on the book",
             self.ref,
             error.sqlstate,
-            RESTARTS_AFTER_TIMEOUT_MAX + 1,
         )
         self.db.reconnect()
         self.db.execute(_sql.BOOK_PROBLEM_SET, (self.book_id, "database_timeout", str(error), None))

@@ -99,14 +99,14 @@ class Schedule:
         if retries <= BUSY_RETRIES_MAX:
             self.retry(path, due, wait_s=BUSY_RETRY_WAIT_S)
 
-    def failed(self, path: Path, due: Due) -> float:
+    def failed(self, path: Path, due: Due, *, at_least_s: float = 0.0) -> float:
         """The pass failed for the book's own reason: again after a jittered wait that doubles
-        with each failure in a row (bounded). Returns the wait."""
+        with each failure in a row (bounded), and is at least `at_least_s`. Returns the wait."""
         backoff = self._failures.get(path)
         if backoff is None:
             backoff = Backoff(FAILURE_WAIT_FIRST_S, FAILURE_WAIT_MAX_S, factor=2.0, jitter=0.5)
             self._failures[path] = backoff
-        wait_s = backoff.next_s()
+        wait_s = max(backoff.next_s(), at_least_s)
         self.retry(path, due, wait_s=wait_s)
         return wait_s
 

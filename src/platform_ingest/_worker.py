@@ -118,6 +118,10 @@ class _Stopping(Exception):
     """Raised from the commit hook so that a pass stops before its next transaction begins."""
 
 
+TIMED_OUT_WAIT_FACTOR = 10.0
+"""A pass whose bounded wait ran out (`DatabaseTimeout`) held the worker for the whole bound (5 s
+of a lock wait, 30 s of a statement, 60 s of an idle transaction): its book is tried again no
+sooner than this many times that, so one such book takes at most about a tenth of the worker."""
 PASSES_BETWEEN_PAGES_S = 0.05
 """How long the passes due may run between two pages of a survey (each page measures the lag of
 500 books, tens of milliseconds): a notified book is passed within a page or two of its line, and
@@ -340,6 +344,7 @@ class Worker:
         metrics = self.metrics
         metrics.passes.labels(due.trigger).inc()
         assert book.book_id
+        started = time.monotonic()
         try:
             report = BookPass(
                 self.db,
@@ -366,11 +371,13 @@ class Worker:
             book.trouble = "ProjectionFailed"
             return
         except DatabaseTimeout:
-            # A bounded wait ran out on this book's work pass after pass (a lock held on its
-            # rows, a projection's slow statement): its problem, shown by `show`; tried again
-            # after a doubling wait while the other books go on.
+            # A bounded wait ran out on this book's work (a lock held on its rows, a projection's
+            # slow statement): its problem, shown by `show`; tried again after a doubling wait,
+            # and at least `TIMED_OUT_WAIT_FACTOR` times what the pass took, while the other
+            # books go on.
             metrics.pass_failures.labels("DatabaseTimeout").inc()
-            wait_s = self.schedule.failed(book.path, due)
+            took_s = time.monotonic() - started
+            wait_s = self.schedule.failed(book.path, due, at_least_s=TIMED_OUT_WAIT_FACTOR * took_s)
             if book.trouble != "DatabaseTimeout":
                 self.log.warning(
                     "pass over %s: a bounded wait of Postgres ran out; tried again in %.1f s",

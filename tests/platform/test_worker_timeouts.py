@@ -5,6 +5,7 @@ database is not marked away, and the book goes through once the wait no longer r
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,17 @@ def test_a_sweep_whose_waits_run_out_records_the_problem_and_fails(
         assert _problems(db, book) == []
     finally:
         short.close()
+
+
+def test_a_book_that_timed_out_waits_at_least_ten_times_its_pass() -> None:
+    """The wait before the book is tried again doubles from 0.5 s (jittered) and is never shorter
+    than the floor the worker gives: ten times what the failed pass held it for."""
+    from platform_ingest._schedule import Due, Schedule
+    from platform_ingest._worker import TIMED_OUT_WAIT_FACTOR
+
+    schedule, path = Schedule(), Path("/books/book-1")
+    assert schedule.failed(path, Due("notify", 0.0)) <= 0.5
+    assert schedule.failed(path, Due("retry", 0.0), at_least_s=TIMED_OUT_WAIT_FACTOR * 5.0) == 50.0
+    due = schedule.take(path)
+    assert due is not None
+    assert due.not_before >= time.monotonic() + 49.0  # not passed before the wait is over
