@@ -193,7 +193,8 @@ class BookPass:
                     self.ref,
                     error.sqlstate,
                 )
-                self.db.reconnect()
+                if not self.db.is_open:
+                    self.db.reconnect()
             except DatabaseUnavailable as error:
                 logger.warning("pass over %s: %s; reconnecting", self.ref, type(error).__name__)
                 failures += 1
@@ -226,14 +227,16 @@ class BookPass:
 
     def _timed_out(self, error: DatabaseTimeout) -> None:
         """A bounded wait ran out on this book's work: record it on the book
-        (`database_timeout`, with the SQLSTATE and Postgres's words), on a fresh connection (an
-        idle transaction's timeout ends the session). A pass that goes through clears it."""
+        (`database_timeout`, with the SQLSTATE and Postgres's words), on a new connection when
+        the timeout ended the session (an idle transaction's does; a statement's or a lock's
+        leaves it, with the worker's membership on it). A pass that goes through clears it."""
         logger.warning(
             "pass over %s: a bounded wait ran out (SQLSTATE %s); recorded on the book",
             self.ref,
             error.sqlstate,
         )
-        self.db.reconnect()
+        if not self.db.is_open:
+            self.db.reconnect()
         self.db.execute(_sql.BOOK_PROBLEM_SET, (self.book_id, "database_timeout", str(error), None))
 
     def _refused(self, error: DataRefused) -> None:

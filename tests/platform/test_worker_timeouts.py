@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,9 @@ import psycopg
 import pytest
 
 from platform_ingest import Database, DatabaseSettings, DatabaseTimeout
+from platform_ingest._project import install
 from platform_ingest._worker import Worker, WorkerSettings
+from platform_ingest.projections import Event, ProjectionSession
 from platform_journals import append, book_state, hello, spend, sweep, wait_for, write
 
 pytestmark = pytest.mark.postgres
@@ -121,3 +123,41 @@ def test_a_book_that_timed_out_waits_at_least_ten_times_its_pass() -> None:
     assert schedule.failed(path, due, at_least_s=TIMED_OUT_WAIT_FACTOR * 5.0) == 50.0
     assert schedule.ready(time.monotonic() + 49.0) == []  # not passed before the wait is over
     assert schedule.ready(time.monotonic() + 51.0) == [path]
+
+
+class _Dawdling:
+    """A projection whose Python takes longer than Postgres lets a transaction sit idle."""
+
+    name = "dawdling"
+    version = 1
+
+    def __init__(self, sleep_s: float) -> None:
+        self.sleep_s = sleep_s
+
+    def setup(self, session: ProjectionSession) -> None:
+        pass
+
+    def apply(self, session: ProjectionSession, events: Sequence[Event]) -> None:
+        time.sleep(self.sleep_s)
+
+
+def test_a_projection_that_leaves_the_transaction_idle_too_long_is_the_books_problem(
+    db: Database, tmp_path: Path, fresh_dsn: str
+) -> None:
+    """Postgres ends a session whose transaction sat idle past its bound (SQLSTATE 25P03) while
+    a projection's Python ran: the book shows `database_timeout`, on a new session, nothing of the
+    batch is committed, and once the projection is quick again the book goes through."""
+    book = tmp_path / "book-1"
+    book.mkdir()
+    write(book, hello(book=book.name), spend(2, 10))
+    short = Database(fresh_dsn, DatabaseSettings(idle_in_transaction_timeout_ms=300))
+    try:
+        install(short, [_Dawdling(0.0)])
+        with pytest.raises(DatabaseTimeout, match="25P03"):
+            sweep(short, book, projections=[_Dawdling(1.0)])
+        assert _problems(db, book) == ["database_timeout"]
+        assert book_state(db, book)["runs"] == []  # the first batch was not committed
+        assert sweep(short, book, projections=[_Dawdling(0.0)]).lines_applied == 2
+        assert _problems(db, book) == []
+    finally:
+        short.close()
