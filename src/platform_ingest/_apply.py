@@ -13,8 +13,9 @@ order:
    someone else changed the run (`CursorMoved`); else it is written;
 4. one sha256 per applied line is written by binary COPY, and the units by another in a
    savepoint (a unit the run already has fails it: the units then go in by one statement that
-   keeps each once, `ON CONFLICT DO NOTHING`); no round trip per line. A line hash already in Postgres can only be there because another pass applied the line:
-   the attempts were locked and checked in step 2, so that unique violation is `CursorMoved` too;
+   keeps each once, `ON CONFLICT DO NOTHING`); no round trip per line. A line hash already in
+   Postgres can only be there because another pass applied the line: the attempts were locked
+   and checked in step 2, so that unique violation is `CursorMoved` too;
 5. each cursor moves by compare-and-set (`UPDATE ... WHERE attempt_id = %s AND last_seq = %s`,
    rowcount must be 1), and the book's scan hint moves (compare-and-set on its epoch, which `name`
    and `release` bump);
