@@ -356,35 +356,24 @@ class Worker:
         except _Stopping:
             return
         except ProjectionFailed as error:
-            # The book's own trouble, shown by `show` on its attempt: tried again after a wait
-            # that grows with each failure in a row, never skipped; the other books go on.
-            metrics.pass_failures.labels("ProjectionFailed").inc()
+            # Shown by `show` on its attempt; never skipped.
             metrics.projection_failures.labels(error.projection).inc()
-            wait_s = self.schedule.failed(book.path, due)
-            if book.trouble != "ProjectionFailed":
-                self.log.warning(
-                    "pass over %s: projection %s failed; tried again in %.1f s",
-                    book.ref,
-                    error.projection,
-                    wait_s,
-                )
-            book.trouble = "ProjectionFailed"
+            self._book_failed(
+                book, due, "ProjectionFailed", f"projection {error.projection} failed"
+            )
             return
         except DatabaseTimeout:
-            # A bounded wait ran out on this book's work (a lock held on its rows, a projection's
-            # slow statement): its problem, shown by `show`; tried again after a doubling wait,
-            # and at least `TIMED_OUT_WAIT_FACTOR` times what the pass took, while the other
-            # books go on.
-            metrics.pass_failures.labels("DatabaseTimeout").inc()
+            # A lock held on its rows, a projection's slow statement: shown by `show` as the
+            # book's `database_timeout`. The pass held the worker for the whole bound, so the
+            # wait is also at least `TIMED_OUT_WAIT_FACTOR` times what it took.
             took_s = time.monotonic() - started
-            wait_s = self.schedule.failed(book.path, due, at_least_s=TIMED_OUT_WAIT_FACTOR * took_s)
-            if book.trouble != "DatabaseTimeout":
-                self.log.warning(
-                    "pass over %s: a bounded wait of Postgres ran out; tried again in %.1f s",
-                    book.ref,
-                    wait_s,
-                )
-            book.trouble = "DatabaseTimeout"
+            self._book_failed(
+                book,
+                due,
+                "DatabaseTimeout",
+                "a bounded wait of Postgres ran out",
+                at_least_s=TIMED_OUT_WAIT_FACTOR * took_s,
+            )
             return
         except DatabaseUnavailable as error:
             metrics.pass_failures.labels(type(error).__name__).inc()
@@ -410,6 +399,18 @@ class Worker:
             book.trouble = None
         metrics.database_up.set(1)
         self._count(book, due, report)
+
+    def _book_failed(
+        self, book: Book, due: Due, reason: str, what: str, *, at_least_s: float = 0.0
+    ) -> None:
+        """The pass failed for the book's own reason: tried again after a wait that doubles
+        with each failure in a row (`Schedule.failed`), while the other books go on; one WARNING
+        per episode."""
+        self.metrics.pass_failures.labels(reason).inc()
+        wait_s = self.schedule.failed(book.path, due, at_least_s=at_least_s)
+        if book.trouble != reason:
+            self.log.warning("pass over %s: %s; tried again in %.1f s", book.ref, what, wait_s)
+        book.trouble = reason
 
     def _count(self, book: Book, due: Due, report: PassReport) -> None:
         metrics = self.metrics
