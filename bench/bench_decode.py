@@ -20,9 +20,9 @@ median over the rounds:
   figures grow, and only the ratios of one run can be compared.
 
 With --breakdown, the journal is also timed piece by piece in the same rounds, each piece with the
-ones before it, up to the whole decoder: the lookup of the line's skeleton, the parse, taking the
-four members out, building the `Line`, then `decode_line` (its checks, and the lines of no
-remembered skeleton: hello and finished).
+ones before it, up to the whole decoder: the lookup of the line's skeleton, the parse straight
+into a `Line`, then `decode_line` (its checks, and the lines of no remembered skeleton: hello and
+finished).
 
 With --json the figures are printed as one JSON object on stdout (the prose goes to stderr), for
 `bench/run_all.py`. Nothing here is a pass/fail check: the test suite has no timed assertion.
@@ -117,7 +117,7 @@ def parse_encode_build(raw: bytes) -> Line:
     value = orjson.loads(raw)
     if orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE) != raw:
         raise ValueError(raw)
-    return tuple.__new__(Line, value.values())  # as the decoder builds it
+    return Line(*value.values())  # as the decoder builds it
 
 
 def skeleton(raw: bytes) -> object:
@@ -125,29 +125,15 @@ def skeleton(raw: bytes) -> object:
     return _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
 
 
-def skeleton_parse(raw: bytes) -> object:
-    """The lookup, then the parse."""
+def skeleton_parse(raw: bytes) -> Line:
+    """The lookup, then the parse straight into a `Line` (its four members typed on the way)."""
     _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
-    return orjson.loads(raw)
-
-
-def skeleton_parse_frame(raw: bytes) -> object:
-    """The lookup, the parse, then the four members taken out."""
-    _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
-    return _decode._FRAME(orjson.loads(raw))
-
-
-def skeleton_parse_frame_line(raw: bytes) -> Line:
-    """The lookup, the parse, the four members, then the `Line` built from them."""
-    _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
-    return tuple.__new__(Line, _decode._FRAME(orjson.loads(raw)))
+    return _decode._parse_as_line(raw)
 
 
 BREAKDOWN: list[tuple[str, Callable[[bytes], Any]]] = [
     ("skeleton lookup alone", skeleton),
-    ("+ orjson.loads", skeleton_parse),
-    ("+ the four members taken out", skeleton_parse_frame),
-    ("+ the Line built", skeleton_parse_frame_line),
+    ("+ the parse into a Line", skeleton_parse),
     ("decode_line (+ its checks, + the hello and finished lines)", decode_line),
 ]
 

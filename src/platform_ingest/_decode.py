@@ -25,9 +25,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
+import msgspec
 import orjson
 
 from .errors import (
@@ -86,14 +86,10 @@ _FRAME_KEYS = ("seq", "type", "time", "data")
 _STRING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 """A JSON string token, escapes included (`\\"` does not end it, `\\\\` is one escape)."""
 _WHITESPACE = re.compile(rb"[ \t\n\r]")
-# Bound once for the fast path of `decode_line`, which uses them on every line; `tuple.__new__`
-# builds a `Line` without the named tuple's own `__new__` (a Python function), and `_FRAME` takes
-# the four members out of the parsed line in one call (cheaper than unpacking `.values()`).
+# Bound once for the fast path of `decode_line`, which uses them on every line.
 _loads = orjson.loads
 _dumps = orjson.dumps
 _AS_LINE = orjson.OPT_APPEND_NEWLINE
-_new_line = tuple.__new__
-_FRAME = itemgetter(*_FRAME_KEYS)
 
 _DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else byte for byte in range(256))
 """`bytes.translate` table of a line's skeleton: every ASCII digit read as `0`."""
@@ -131,13 +127,24 @@ _LEARNED_KINDS = frozenset({"progress", "unit_done", "spend"})
 _LONG_DIGIT_RUN = re.compile(rb"[0-9]{19}")
 
 
-class Line(NamedTuple):
-    """One decoded line. `data` is the line's `data` object as parsed (unknown fields kept)."""
+class Line(msgspec.Struct, frozen=True, gc=False):
+    """One decoded line. `data` is the line's `data` object as parsed (unknown fields kept).
+
+    A struct rather than a named tuple so that a line whose skeleton is remembered is parsed
+    straight into it (`_parse_as_line`), its four members typed on the way. Not tracked by the
+    cycle collector: a decoded line refers to nothing that could refer back to it."""
 
     seq: int
     type: str
     time: str
     data: dict[str, Any]
+
+
+_parse_as_line = msgspec.json.Decoder(Line).decode
+"""Parse a line into a `Line`, refusing with a `ValueError` (`msgspec.DecodeError`) a value that is
+not JSON or whose members are not of their types. Only used on a line whose skeleton is remembered:
+its keys, their order and their types are already proven by it (a leading zero, which is not
+JSON, is what it can still find)."""
 
 
 class _TimeMemo:
@@ -180,29 +187,29 @@ def decode_line(raw: bytes) -> Line:
     still_to_judge = _SKELETONS.get(raw.translate(_DIGITS_AS_ZERO))
     if still_to_judge is not None:
         try:
-            frame = _FRAME(_loads(raw))
-        except (ValueError, LookupError, TypeError):  # a number with a leading zero is not JSON
+            line = _parse_as_line(raw)
+        except ValueError:  # a number with a leading zero is not JSON
             return _decode_precisely(raw)
-        time = frame[2]
+        time = line.time
         if time != _TIME_MEMO.last:
             if time[:17] == _TIME_MEMO.minute and time[17] < "6":
                 _TIME_MEMO.last = time  # the lines after it in its commit share it
             elif not _is_time(time):
                 return _decode_precisely(raw)
-        if frame[0]:  # seq: any width of digits but a lone 0 is a valid seq
+        if line.seq:  # any width of digits but a lone 0 is a valid seq
             if not still_to_judge:
-                return _new_line(Line, frame)
-            phases = frame[3]["phases"]
+                return line
+            phases = line.data["phases"]
             expected = still_to_judge >> _PHASES_SHIFT
             if expected and len(phases) != expected:
                 return _decode_precisely(raw)  # a phase named twice
             if not still_to_judge & _COMPARE_COUNTS:
-                return _new_line(Line, frame)
+                return line
             for counts in phases.values():
                 if counts["done"] > counts["total"]:
                     break
             else:
-                return _new_line(Line, frame)
+                return line
         return _decode_precisely(raw)
     if len(raw) <= LINE_BYTES_MAX:
         try:
@@ -236,13 +243,13 @@ def decode_line(raw: bytes) -> Line:
                     if closed:
                         if kind in _LEARNED_KINDS:
                             _remember_skeleton(raw, kind, data)
-                        return _new_line(Line, (seq, kind, time, data))
+                        return Line(seq, kind, time, data)
                     if (
                         kind
                         and raw.count(b"[") + raw.count(b"{") <= NESTING_DEPTH_MAX
                         and raw.find(b"\\u0000") == -1
                     ):
-                        return _new_line(Line, (seq, kind, time, data))
+                        return Line(seq, kind, time, data)
     return _decode_precisely(raw)
 
 

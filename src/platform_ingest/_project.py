@@ -116,7 +116,16 @@ def project(
         events[attempt_id].append(
             _new_event(
                 Event,
-                (book_id, run_id, attempt_id, attempt.engine_run_id, *line),
+                (
+                    book_id,
+                    run_id,
+                    attempt_id,
+                    attempt.engine_run_id,
+                    line.seq,
+                    line.type,
+                    line.time,
+                    line.data,
+                ),
             )
         )
     before = _platform_writes(db)

@@ -561,13 +561,13 @@ class StreamRules:
             )
             return
         batch = self.batch
-        seq, kind, time, data = line  # one unpacking, not four lookups by name
+        seq, kind, data = line.seq, line.type, line.data
         attempt.last_seq = seq
         attempt.last_line_sha256 = digest
         attempt.hint_offset = offset + size
         attempt.hint_line_bytes = size
         attempt.hint_file = self.identity
-        attempt.last_line_time = time
+        attempt.last_line_time = line.time
         if not attempt.applied_in_batch:
             attempt.applied_in_batch = True
             batch.touch(attempt)

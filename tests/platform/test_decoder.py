@@ -379,7 +379,7 @@ def test_the_emitters_lines_take_the_fast_path(kind: str, monkeypatch: pytest.Mo
     monkeypatch.setattr(_decode, "_decode_precisely", not_called)
     for data in (VALID_DATA[kind], {**VALID_DATA[kind], "since_1_9": {"x": [None, 1.5]}}):
         raw = orjson.dumps({"seq": seq, "type": kind, "time": T, "data": data}) + b"\n"
-        assert decode_line(raw) == (seq, kind, T, data)
+        assert decode_line(raw) == Line(seq, kind, T, data)
 
 
 # -- remembered skeletons ----------------------------------------------------------------------
@@ -492,7 +492,7 @@ def test_a_remembered_skeleton_spares_the_re_encoding(
     ]:
         moved = raw.replace(T.encode(), later.encode())
         decoded = decode_line(moved)
-        assert decoded == tuple(orjson.loads(moved).values())
+        assert decoded == Line(*orjson.loads(moved).values())
         assert type(decoded) is Line
         assert decoded.time == later
         if decoded.type == "progress":
