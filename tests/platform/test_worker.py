@@ -258,6 +258,13 @@ def test_new_book_and_new_line_are_applied_on_notification(fresh_dsn: str, tmp_p
             for entry in log_entries(log)
             if (match := re.fullmatch(r"metrics on port (\d+)", entry["message"]))
         ]
+        # A pass counts its lines once its last batch is committed and it has returned: a
+        # scrape just after the commit may come before the count.
+        wait_for(
+            "the metrics count the five lines",
+            lambda: scrape_metrics(port)["platform_ingest_lines_applied_total"] >= 5,
+            30,
+        )
         metrics = scrape_metrics(port)
         assert metrics["platform_ingest_lines_applied_total"] == 5
         assert metrics['platform_ingest_passes_total{trigger="notify"}'] >= 1
