@@ -581,8 +581,9 @@ class StreamRules:
             self._spend(run, data["committed_micro_usd"])
         elif kind == "progress":
             # The snapshot as parsed; `seal` keeps only done and total of each phase.
-            batch.changes(run).progress = data["phases"]
-            run.progress = data["phases"]
+            phases = data["phases"]
+            batch.changes(run).progress = phases
+            run.progress = phases
         elif kind == "unit_done":
             batch.units.append((attempt, data["unit"], data["index"], seq))
         elif kind == "hello":
