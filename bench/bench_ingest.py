@@ -2,7 +2,8 @@
 
     python bench/bench_ingest.py [--lines N] [--naive-lines N] [--dsn DSN] [--big] [--big-bytes B]
         [--big-batch-lines N]
-        [--whole-process] [--whole-lines N,N] [--whole-batches N,N] [--rounds N] [--json]
+        [--whole-process] [--whole-lines N,N] [--whole-batches N,N] [--rounds N] [--split]
+        [--json]
 
 Figures printed:
 
@@ -21,7 +22,13 @@ Figures printed:
   and the naive tailer (timed on its first --naive-lines lines, its rate per line taken for the
   whole journal). Each rate is the median of --rounds rounds. Before them, the fixed cost of a
   `sweep` (over a book with no journal) beyond the interpreter's own start. The children run with
-  their bytecode cached, as an installed package has it.
+  their bytecode cached, as an installed package has it;
+- with --split: where a pass's time goes, over journals of --whole-lines lines. Inside this
+  process (tuned as the command tunes itself), one pass with its writer and one with a writer that
+  writes nothing (the pass's own thread, all a writer that cost the interpreter nothing would
+  leave), alternating for --rounds rounds, each round beside the COPY floor; and what the COPY
+  ratio of the whole command would be with such a writer: the floor against the pass alone plus
+  the command's fixed cost, measured in the same run.
 
 Without --dsn an embedded Postgres is started in a temporary directory and removed at the end.
 With --json the figures are printed as one JSON object on stdout (the prose goes to stderr), for
@@ -44,6 +51,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import orjson
 import psycopg
@@ -54,8 +62,9 @@ if str(SRC) not in sys.path:
 
 from _report import FIGURES, figure, fresh_database, load_average, prose_to, say  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
-from platform_ingest._apply import BATCH_BYTES_MAX, BATCH_LINES_MAX  # noqa: E402
+from platform_ingest._apply import BATCH_BYTES_MAX, BATCH_LINES_MAX, SealedBatch, Writer  # noqa: E402
 from platform_ingest._books import register_book  # noqa: E402
+from platform_ingest._cli import _tune_interpreter  # noqa: E402
 from platform_ingest._embedded import embedded_postgres  # noqa: E402
 from platform_ingest._pass import BookPass  # noqa: E402
 
@@ -357,7 +366,7 @@ def sweep_process(
     return elapsed, peak, report
 
 
-def bench_fixed_cost(admin_dsn: str, work: Path, runs: int) -> None:
+def bench_fixed_cost(admin_dsn: str, work: Path, runs: int) -> float:
     """The fixed cost of a `sweep`: the whole command over a book with no journal (start-up,
     imports, connection, registration, a pass that finds nothing), against the interpreter's own
     start (`python -c pass`), the two alternating; medians of `runs` each, after one of each to
@@ -397,6 +406,7 @@ def bench_fixed_cost(admin_dsn: str, work: Path, runs: int) -> None:
         baseline=bare_s * 1e3,
         target="<= 150 ms beyond it",
     )
+    return sweep_s - bare_s
 
 
 def copy_floor(dsn: str, lines: int) -> tuple[float, int, int]:
@@ -556,6 +566,88 @@ def bench_whole_process(
     )
 
 
+class _WriterThatWritesNothing(Writer):
+    """A writer whose batches go nowhere: a pass with it costs what the pass's own thread does
+    (its new rows get no ids, which nothing in the pass's thread reads)."""
+
+    def submit(self, sealed: SealedBatch) -> None:
+        self.drain()
+
+
+def _timed_pass(admin_dsn: str, book: Path, writer: type[Writer]) -> float:
+    """One pass over `book` inside this process into a fresh database, with `writer`."""
+    db = Database(fresh_database(admin_dsn, "bench_split"))
+    try:
+        migrate(db)
+        register_book(db, book)
+        with mock.patch("platform_ingest._pass.Writer", writer):
+            started = time.perf_counter()
+            BookPass(db, book.name, mode="auto").run()
+            return time.perf_counter() - started
+    finally:
+        db.close()
+
+
+def bench_split(admin_dsn: str, work: Path, line_counts: list[int], *, rounds: int) -> None:
+    """Each round measures the COPY floor, then the pass with its writer and with a writer that
+    writes nothing (which first alternating); each figure is the median of the rounds."""
+    load_before = load_average()
+    say(f"split: load average {load_before} before, on {os.cpu_count()} cores")
+    fixed_s = bench_fixed_cost(admin_dsn, work, runs=15)
+    _tune_interpreter()  # as `platform-ingest` tunes its process
+    for lines in line_counts:
+        book = work / f"split-{lines}"
+        book.mkdir()
+        size = write_journal(book / "events.jsonl", journal_lines(book.name, lines))
+        say(f"journal: {lines:,} lines, {size / 1e6:.1f} MB")
+        times: dict[str, list[float]] = {"with": [], "alone": [], "copy": []}
+        arms: list[tuple[str, type[Writer]]] = [
+            ("with", Writer),
+            ("alone", _WriterThatWritesNothing),
+        ]
+        for round_no in range(rounds):
+            copy_dsn = fresh_database(admin_dsn, "bench_copy")
+            migrate_dsn(copy_dsn)
+            times["copy"].append(copy_floor(copy_dsn, lines)[0])
+            for name, writer in arms[:: 1 if round_no % 2 else -1]:
+                times[name].append(_timed_pass(admin_dsn, book, writer))
+            say(
+                f"  round {round_no + 1}: COPY floor {times['copy'][-1]:.2f} s; the pass with its"
+                f" writer {times['with'][-1]:.2f} s, alone {times['alone'][-1]:.2f} s"
+                f" (load {load_average()})"
+            )
+        with_s, alone_s, copy_s = (statistics.median(times[name]) for name in times)
+        bound = copy_s / (alone_s + fixed_s)
+        say(
+            f"  medians: with its writer {with_s:.2f} s, alone {alone_s:.2f} s (the writer's"
+            f" share {1 - alone_s / with_s:.0%}); COPY floor {copy_s:.2f} s; the whole command's"
+            f" ratio to COPY with a writer that cost nothing, at most {bound:.2f}"
+        )
+        figure(
+            f"split: one pass over {lines:,} lines inside the process, with its writer",
+            "s",
+            with_s,
+            baseline_name="the same pass with a writer that writes nothing (the pass's thread)",
+            baseline=alone_s,
+            target="(the writer's cost to the pass)",
+        )
+        figure(
+            f"split: the COPY ratio of `sweep` over {lines:,} lines with a writer that cost"
+            " nothing (the floor against the pass alone plus the fixed cost)",
+            "s",
+            alone_s + fixed_s,
+            baseline_name="floor: COPY of the same rows into the same tables, nothing else",
+            baseline=copy_s,
+            ratio=bound,
+            target="(an upper bound on the ratio of the whole command; target 0.5)",
+        )
+        (book / "events.jsonl").unlink()
+    NOTES.append(
+        f"Split: load average {load_before} before, {load_average()} after, on"
+        f" {os.cpu_count()} cores; medians of {rounds} rounds."
+    )
+
+
 def _bounds(text: str) -> tuple[int, int]:
     """'LINES' or 'LINES:BYTES' (0 bytes: the default byte bound)."""
     lines_max, _, bytes_max = text.partition(":")
@@ -610,6 +702,11 @@ def main() -> None:
         default=3,
         help="rounds of --whole-process (each figure is the median of the rounds)",
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="where a pass's time goes: with its writer and with one that writes nothing",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
     args = parser.parse_args()
     prose_to(sys.stderr if args.json else sys.stdout)
@@ -619,6 +716,13 @@ def main() -> None:
             admin_dsn = args.dsn or stack.enter_context(embedded_postgres(work / "postgres"))
             if args.big:
                 bench_big(admin_dsn, work, args.big_bytes, args.big_batch_lines)
+            elif args.split:
+                bench_split(
+                    admin_dsn,
+                    work,
+                    [int(each) for each in args.whole_lines.split(",")],
+                    rounds=args.rounds,
+                )
             elif args.whole_process:
                 bench_whole_process(
                     admin_dsn,
