@@ -46,8 +46,9 @@ import orjson
 from . import _sql
 from ._cursor import AttemptView, BookView
 from ._db import Database
+from ._decode import Line
 from ._journal import Hint
-from ._project import AppliedLine, project
+from ._project import project
 from ._runs import RunChanges, RunView
 from .errors import CursorMoved, DataRefused
 from .projections import Projection
@@ -87,8 +88,11 @@ class Batch:
     last_line: tuple[str | None, int | None, int] | None = None
     """(stream, seq, offset) of the last line the batch decided on: with one line a batch, the
     line a refusal of Postgres belongs to."""
-    applied: list[AppliedLine] = field(default_factory=list)
-    """The lines applied with their decoded events, kept only when projections are installed."""
+    applied_attempts: list[AttemptView] = field(default_factory=list)
+    applied_lines: list[Line] = field(default_factory=list)
+    """The lines applied, decoded, and beside them their attempts, kept only when projections are
+    installed. Two lists, not one of pairs: a pair a line would be one more object a line for the
+    cyclic collector to walk while the batch waits (a decoded `Line` is not tracked by it)."""
 
     @property
     def empty(self) -> bool:
@@ -133,7 +137,8 @@ class SealedBatch:
     starts_reset: bool = False
     lines: int = 0
     last_line: tuple[str | None, int | None, int] | None = None
-    applied: list[AppliedLine] = field(default_factory=list)
+    applied_attempts: list[AttemptView] = field(default_factory=list)
+    applied_lines: list[Line] = field(default_factory=list)
 
     @property
     def lines_applied(self) -> int:
@@ -165,7 +170,8 @@ def seal(batch: Batch, book: BookView) -> SealedBatch:
         starts_reset=batch.starts_reset,
         lines=batch.lines,
         last_line=batch.last_line,
-        applied=batch.applied,
+        applied_attempts=batch.applied_attempts,
+        applied_lines=batch.applied_lines,
     )
 
 
@@ -241,7 +247,14 @@ def commit_sealed(
         if sealed.starts:
             _write_starts(db, book_id, sealed.starts)
         if projections and sealed.advances:
-            project(db, book_id, projections, sealed.advances, sealed.applied)
+            project(
+                db,
+                book_id,
+                projections,
+                sealed.advances,
+                applied_attempts=sealed.applied_attempts,
+                applied_lines=sealed.applied_lines,
+            )
             # A failure stands until the stream's cursor moves past it: a batch that only moved
             # the stream's hint (past repeated lines) leaves it, with its count of failures.
             moved = [

@@ -48,9 +48,6 @@ logger = logging.getLogger("platform_ingest")
 _new_event = tuple.__new__
 """Builds an `Event` without the named tuple's own `__new__` (a Python function): one per line."""
 
-AppliedLine = tuple[AttemptView, Line]
-"""A line the batch applies, with its attempt (whose ids are known once the batch's rows are in)."""
-
 
 def install(db: Database, projections: Sequence[Projection]) -> None:
     """Register each projection (at its version, if new) and run its `setup`, each in a
@@ -94,7 +91,9 @@ def project(
     book_id: str,
     projections: Sequence[Projection],
     advances: Sequence[tuple[AttemptView, tuple[Any, ...], int]],
-    applied: Sequence[AppliedLine],
+    *,
+    applied_attempts: Sequence[AttemptView],
+    applied_lines: Sequence[Line],
 ) -> None:
     """Step 4 of the module docstring's order, inside the caller's transaction."""
     names = [projection.name for projection in projections]
@@ -110,7 +109,7 @@ def project(
         )
     }
     events: dict[int, list[Event]] = {attempt_id: [] for attempt_id in ids}
-    for attempt, line in applied:
+    for attempt, line in zip(applied_attempts, applied_lines, strict=True):
         run_id, attempt_id = attempt.run.run_id, attempt.attempt_id
         assert run_id is not None and attempt_id is not None  # inserted before this step
         events[attempt_id].append(

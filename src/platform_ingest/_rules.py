@@ -575,7 +575,8 @@ class StreamRules:
         batch.hash_seqs.append(seq)
         batch.hash_values.append(digest)
         if self.keep_applied:
-            batch.applied.append((attempt, line))
+            batch.applied_attempts.append(attempt)
+            batch.applied_lines.append(line)
         run = attempt.run
         if kind == "spend":
             self._spend(run, data["committed_micro_usd"])
