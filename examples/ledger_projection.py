@@ -81,16 +81,14 @@ class LedgerProjection:
                 deltas.append(delta)
         if not deltas:
             return
-        # One statement for all of the attempt's postings, not one per row (executemany): a
-        # batch holds thousands of spends, and a statement per row cost more than the platform's
-        # own writes for the same lines. Each posting is two rows, one per side.
-        session.execute(
-            """INSERT INTO ledger_entries (run_id, attempt_id, seq, account, amount_micro_usd)
-               SELECT %s, p.attempt_id, p.seq, a.account, a.sign * p.delta
-               FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS p (attempt_id, seq, delta)
-               CROSS JOIN (VALUES ('run_spend', 1), ('provider_owed', -1)) AS a (account, sign)""",
-            (run_id, attempt_ids, seqs, deltas),
-        )
+        # One COPY for all of the attempt's postings, not a statement per row: a batch holds
+        # thousands of spends. Each posting is two rows, one per side.
+        with session.copy(
+            "COPY ledger_entries (run_id, attempt_id, seq, account, amount_micro_usd) FROM STDIN"
+        ) as copy:
+            for attempt_id, seq, delta in zip(attempt_ids, seqs, deltas, strict=True):
+                copy.write_row((run_id, attempt_id, seq, "run_spend", delta))
+                copy.write_row((run_id, attempt_id, seq, "provider_owed", -delta))
         session.execute(
             "INSERT INTO ledger_books (book_id, spent_micro_usd) VALUES (%s, %s)"
             " ON CONFLICT (book_id) DO UPDATE SET spent_micro_usd = EXCLUDED.spent_micro_usd",
