@@ -388,7 +388,7 @@ def profile_pass(admin_dsn: str, work: Path, lines: int, rounds: int) -> None:
             timers = Timers()
             timers.wrap(_apply, "commit_sealed", APPLY_TRANSACTIONS)
             if arm == "kept":
-                timers.replace(_apply, "project", lambda *args: None)
+                timers.replace(_apply, "project", lambda *args, **kwargs: None)
             timers.wrap(_apply, "project", STEP)
             timers.wrap(_project, "_platform_writes", STATS)
             timers.wrap(_project, "_apply_one", APPLY)
