@@ -7,6 +7,7 @@ import json
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import orjson
 import pytest
@@ -25,10 +26,11 @@ from platform_ingest import (
     UnsupportedVersion,
     WrongType,
     _decode,
+    _journal,
     decode_line,
 )
 from platform_ingest._decode import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX, Line
-from platform_ingest._journal import Hint, Journal, file_identity
+from platform_ingest._journal import Hint, Journal, complete_lines, file_identity
 from platform_ingest.errors import (
     DuplicateKey,
     LineRefused,
@@ -616,6 +618,56 @@ def test_reader_yields_complete_lines_only(tmp_path: Path) -> None:
     path.write_bytes(first + second + b'{"seq":3')
     assert _lines(path) == [(0, first), (len(first), second)]
     assert _lines(path, len(first)) == [(len(first), second)]
+
+
+journal_bytes = st.lists(
+    st.sampled_from([b"\n", b"\r", b"\r\n", b"{}", b"line"]) | st.binary(max_size=12), max_size=40
+).map(b"".join)
+
+
+@settings(max_examples=400)
+@given(
+    content=journal_bytes,
+    start=st.integers(0, 40),
+    read_max=st.integers(1, 70),
+    limit=st.integers(2, 48),
+)
+def test_reader_cuts_any_bytes_into_their_lines(
+    content: bytes, start: int, read_max: int, limit: int
+) -> None:
+    """Any bytes (carriage returns, empty lines, no newline at all), read from any offset in reads
+    of any size, with a small line limit: the reader yields each line that ends in a newline, in
+    order and at its offset, every one no longer than the limit as its bytes; a longer one perhaps
+    as `LineTooLong` with its size and sha256; an unterminated rest only when it reached the limit,
+    reported and never consumed."""
+    start = min(start, len(content))
+
+    def read(length: int, offset: int) -> bytes:
+        return content[offset : offset + min(length, read_max)]
+
+    with mock.patch.object(_journal, "LINE_BYTES_MAX", limit):
+        found = list(complete_lines(read, start))
+    position = start
+    for index, (offset, item) in enumerate(found):
+        assert offset == position
+        if isinstance(item, LineTooLong) and not item.terminated:
+            assert index == len(found) - 1
+            assert b"\n" not in content[offset:]
+            assert len(content) - offset >= limit
+            return
+        size = item.size_bytes if isinstance(item, LineTooLong) else len(item)
+        whole = content[offset : offset + size]
+        assert whole.endswith(b"\n")
+        assert whole.count(b"\n") == 1
+        if isinstance(item, LineTooLong):
+            assert size > limit
+            assert item.line_sha256 == hashlib.sha256(whole).digest()
+        else:
+            assert item == whole
+        position += size
+    rest = content[position:]
+    assert b"\n" not in rest
+    assert len(rest) < limit
 
 
 def test_over_long_line_is_skipped_in_bounded_memory(tmp_path: Path) -> None:
