@@ -483,12 +483,13 @@ class _Pass:
         batch_lines_max = 1 if self.owner.isolating else self.owner.batch_lines_max
         batch_bytes_max = self.owner.batch_bytes_max
         batch_bytes = 0
+        take = rules.take
         for offset, raw in journal.lines(start):
-            if not rules.take(offset, raw):
+            if not take(offset, raw):
                 break
             if type(raw) is bytes:
                 batch_bytes += len(raw)
-            if rules.batch.lines >= batch_lines_max or batch_bytes >= batch_bytes_max:
+            if batch_bytes >= batch_bytes_max or rules.batch.lines >= batch_lines_max:
                 self._move_scan_hint()
                 rules.batch.book_changed = True
                 self._flush()

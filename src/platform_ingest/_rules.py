@@ -271,7 +271,14 @@ class StreamRules:
             self._apply(followed, line, digest, offset, size)
         else:
             self._stream_line(followed, line, digest, offset, size)
-        return self._decided(offset, size, digest, line.seq)
+        # `_decided`, written out: this is the path of nearly every line.
+        if self.stopped:
+            return False
+        self._decided_end, self._decided_size, self._decided_sha256 = offset + size, size, digest
+        batch = self.batch
+        batch.lines += 1
+        batch.last_line = (self.section, line.seq, offset)
+        return True
 
     def _take_unread(self, offset: int, raw: bytes | LineTooLong) -> bool:
         """An over-long line the reader skipped (its bytes never gathered)."""
