@@ -18,8 +18,9 @@ Figures printed:
   registration and the pass: the whole command) over journals of --whole-lines lines (200,000 and
   1,000,000), with the default batch bounds and with each of --whole-batches, each with the
   process's own peak RSS; against two floors measured in the same run: COPY of the same rows into
-  the same tables (one `line_hashes` row a line, one `run_units` row a `unit_done`; nothing else),
-  and the naive tailer (timed on its first --naive-lines lines, its rate per line taken for the
+  the same tables (one `line_hashes` row a line, one `run_units` row a `unit_done`, in Postgres's
+  binary format as the pass sends them, made before the clock starts; nothing else), and the naive
+  tailer (timed on its first --naive-lines lines, its rate per line taken for the
   whole journal). Each rate is the median of --rounds rounds. Before them, the fixed cost of a
   `sweep` (over a book with no journal) beyond the interpreter's own start. The children run with
   their bytecode cached, as an installed package has it;
@@ -28,7 +29,9 @@ Figures printed:
   writes nothing (the pass's own thread, all a writer that cost the interpreter nothing would
   leave), alternating for --rounds rounds, each round beside the COPY floor; and what the COPY
   ratio of the whole command would be with such a writer: the floor against the pass alone plus
-  the command's fixed cost, measured in the same run.
+  the command's fixed cost, measured in the same run. Beside each pass, the CPU this process spent
+  in it (both threads hold one interpreter lock: with the CPU near the wall time, the pass is bound
+  by its interpreter, and the floor against that CPU plus the fixed cost bounds the ratio).
 
 Without --dsn an embedded Postgres is started in a temporary directory and removed at the end.
 With --json the figures are printed as one JSON object on stdout (the prose goes to stderr), for
@@ -44,6 +47,7 @@ import json
 import os
 import resource
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -411,16 +415,23 @@ def bench_fixed_cost(admin_dsn: str, work: Path, runs: int) -> float:
 
 def copy_floor(dsn: str, lines: int) -> tuple[float, int, int]:
     """The floor of what a pass writes per line: the same rows into the same tables (migrated,
-    with their keys) by COPY, in one transaction, nothing else. The rows' text is made before the
-    clock starts. Returns the time, and the rows of each table."""
-    digest = "\\\\x" + hashlib.sha256(b"x").hexdigest()
-    hash_rows = [f"1\t{seq}\t{digest}\n" for seq in range(1, lines + 1)]
+    with their keys) by COPY, in one transaction, nothing else. The rows are sent in Postgres's
+    binary format, as the pass sends them, and made before the clock starts (by `struct` here,
+    not by the project's encoder). Returns the time, and the rows of each table."""
+    digest = hashlib.sha256(b"x").digest()
+    hash_row = struct.Struct(">hiqiqi32s")
+    hash_rows = [hash_row.pack(3, 8, 1, 8, seq, 32, digest) for seq in range(1, lines + 1)]
+    unit_row = struct.Struct(">hiqi11siqiqiq")
     unit_rows = [
-        f"1\tu-{seq:09d}\t{seq}\t1\t{seq}\n" for seq in range(2, lines + 1) if seq % 3 == 1
+        unit_row.pack(5, 8, 1, 11, f"u-{seq:09d}".encode(), 8, seq, 8, 1, 8, seq)
+        for seq in range(2, lines + 1)
+        if seq % 3 == 1
     ]
     chunks = {
-        "COPY line_hashes (attempt_id, seq, sha256) FROM STDIN": _chunks(hash_rows),
-        "COPY run_units (run_id, unit, unit_index, attempt_id, seq) FROM STDIN": _chunks(unit_rows),
+        "COPY line_hashes (attempt_id, seq, sha256) FROM STDIN (FORMAT BINARY)": _chunks(hash_rows),
+        "COPY run_units (run_id, unit, unit_index, attempt_id, seq) FROM STDIN (FORMAT BINARY)": (
+            _chunks(unit_rows)
+        ),
     }
     del hash_rows
     with psycopg.connect(dsn) as connection:
@@ -434,11 +445,16 @@ def copy_floor(dsn: str, lines: int) -> tuple[float, int, int]:
     return elapsed, lines, len(unit_rows)
 
 
-def _chunks(rows: list[str], rows_a_chunk: int = 50_000) -> list[bytes]:
-    return [
-        "".join(rows[first : first + rows_a_chunk]).encode()
-        for first in range(0, len(rows), rows_a_chunk)
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_COPY_TRAILER = struct.pack(">h", -1)
+
+
+def _chunks(rows: list[bytes], rows_a_chunk: int = 50_000) -> list[bytes]:
+    """Binary COPY data of `rows` in chunks: the header in the first, the trailer in the last."""
+    chunks = [
+        b"".join(rows[first : first + rows_a_chunk]) for first in range(0, len(rows), rows_a_chunk)
     ]
+    return [_COPY_SIGNATURE, *chunks, _COPY_TRAILER]
 
 
 def bench_whole_process(
@@ -574,16 +590,18 @@ class _WriterThatWritesNothing(Writer):
         self.drain()
 
 
-def _timed_pass(admin_dsn: str, book: Path, writer: type[Writer]) -> float:
-    """One pass over `book` inside this process into a fresh database, with `writer`."""
+def _timed_pass(admin_dsn: str, book: Path, writer: type[Writer]) -> tuple[float, float]:
+    """One pass over `book` inside this process into a fresh database, with `writer`: its wall
+    time, and the CPU time this process spent in it (the pass's thread and its writer's; the
+    Postgres server is a process of its own)."""
     db = Database(fresh_database(admin_dsn, "bench_split"))
     try:
         migrate(db)
         register_book(db, book)
         with mock.patch("platform_ingest._pass.Writer", writer):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             BookPass(db, book.name, mode="auto").run()
-            return time.perf_counter() - started
+            return time.perf_counter() - started, time.process_time() - cpu_started
     finally:
         db.close()
 
@@ -601,6 +619,7 @@ def bench_split(admin_dsn: str, work: Path, line_counts: list[int], *, rounds: i
         size = write_journal(book / "events.jsonl", journal_lines(book.name, lines))
         say(f"journal: {lines:,} lines, {size / 1e6:.1f} MB")
         times: dict[str, list[float]] = {"with": [], "alone": [], "copy": []}
+        cpu: dict[str, list[float]] = {"with": [], "alone": []}
         arms: list[tuple[str, type[Writer]]] = [
             ("with", Writer),
             ("alone", _WriterThatWritesNothing),
@@ -610,18 +629,27 @@ def bench_split(admin_dsn: str, work: Path, line_counts: list[int], *, rounds: i
             migrate_dsn(copy_dsn)
             times["copy"].append(copy_floor(copy_dsn, lines)[0])
             for name, writer in arms[:: 1 if round_no % 2 else -1]:
-                times[name].append(_timed_pass(admin_dsn, book, writer))
+                wall_s, cpu_s = _timed_pass(admin_dsn, book, writer)
+                times[name].append(wall_s)
+                cpu[name].append(cpu_s)
             say(
                 f"  round {round_no + 1}: COPY floor {times['copy'][-1]:.2f} s; the pass with its"
-                f" writer {times['with'][-1]:.2f} s, alone {times['alone'][-1]:.2f} s"
-                f" (load {load_average()})"
+                f" writer {times['with'][-1]:.2f} s ({cpu['with'][-1]:.2f} s of CPU), alone"
+                f" {times['alone'][-1]:.2f} s ({cpu['alone'][-1]:.2f} s) (load {load_average()})"
             )
         with_s, alone_s, copy_s = (statistics.median(times[name]) for name in times)
+        with_cpu_s = statistics.median(cpu["with"])
         bound = copy_s / (alone_s + fixed_s)
         say(
             f"  medians: with its writer {with_s:.2f} s, alone {alone_s:.2f} s (the writer's"
             f" share {1 - alone_s / with_s:.0%}); COPY floor {copy_s:.2f} s; the whole command's"
             f" ratio to COPY with a writer that cost nothing, at most {bound:.2f}"
+        )
+        say(
+            f"  the process's CPU in the pass with its writer: {with_cpu_s:.2f} s,"
+            f" {with_cpu_s / with_s:.0%} of its wall time (both threads share one interpreter"
+            f" lock: the pass lasts as long as the CPU its interpreter spends); the whole"
+            f" command's ratio to COPY with this CPU, at most {copy_s / (with_cpu_s + fixed_s):.2f}"
         )
         figure(
             f"split: one pass over {lines:,} lines inside the process, with its writer",
@@ -640,6 +668,15 @@ def bench_split(admin_dsn: str, work: Path, line_counts: list[int], *, rounds: i
             baseline=copy_s,
             ratio=bound,
             target="(an upper bound on the ratio of the whole command; target 0.5)",
+        )
+        figure(
+            f"split: the process's CPU in one pass over {lines:,} lines with its writer (the"
+            " pass's thread and the writer's, under one interpreter lock)",
+            "s",
+            with_cpu_s,
+            baseline_name="the same pass's wall time",
+            baseline=with_s,
+            target="(near 1: the pass is bound by its interpreter, not by Postgres)",
         )
         (book / "events.jsonl").unlink()
     NOTES.append(
