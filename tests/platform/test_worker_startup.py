@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from platform_ingest import Database, _sql
 from platform_ingest._books import REGISTER_PAGE_BOOKS, register_books
@@ -350,6 +354,75 @@ def test_a_survey_measures_its_books_a_page_at_a_time(db: Database, tmp_path: Pa
     assert pages == 3
     assert metrics.registry.get_sample_value(behind) == BOOKS_BY_ID_PAGE * 2 + 7
     assert len(schedule.ready(time.monotonic())) == BOOKS_BY_ID_PAGE * 2 + 7
+
+
+_ROOT_CHANGES = st.lists(
+    st.tuples(
+        st.sampled_from(["book", "file", "remove", "rescan"]),
+        st.integers(0, 1),
+        st.sampled_from(["a", "b", "c", "d", "a-1"]),
+    ),
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(changes=_ROOT_CHANGES)
+def test_a_rescan_finds_exactly_the_book_directories_under_its_roots(
+    db: Database, changes: list[tuple[str, int, str]]
+) -> None:
+    """Directories made and removed under two roots in any order, files beside them, rescans of
+    either root between: after each rescan, the books the worker knows under that root are the
+    directories there, no more and no fewer, and a book gone is due no more."""
+    from platform_ingest._logs import FieldsLogger
+    from platform_ingest._metrics import Metrics
+    from platform_ingest._schedule import Schedule
+    from platform_ingest._survey import Survey
+
+    base = Path(tempfile.mkdtemp(prefix="rescan-"))
+    roots = [base / "r0", base / "r1"]
+    for root in roots:
+        root.mkdir()
+    token = base.name.removeprefix("rescan-")  # book names unique to this example
+    schedule = Schedule()
+    survey = Survey(
+        db,
+        roots,
+        worker_id="w-rescan",
+        digest="0123456789",
+        membership_interval_s=1.0,
+        survey_interval_s=15.0,
+        schedule=schedule,
+        metrics=Metrics(),
+        log=FieldsLogger(logging.getLogger("platform_ingest"), {}),
+        stopping=lambda: False,
+    )
+    try:
+        for change, which, name in [*changes, ("rescan", 0, ""), ("rescan", 1, "")]:
+            root = roots[which]
+            path = root / f"{name}-{token}"
+            if change == "book" and not path.exists():
+                path.mkdir()
+            elif change == "file" and not path.exists():
+                path.write_bytes(b"")
+            elif change == "remove" and path.exists():
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            elif change == "rescan":
+                known = {book for book in survey.books if book.parent == root}
+                for book in known:
+                    schedule.mark(book, "survey", 0.0)
+                survey.rescan_roots = {root}
+                survey.rescan()
+                there = {entry for entry in root.iterdir() if entry.is_dir()}
+                assert {book for book in survey.books if book.parent == root} == there
+                due = {book for book in schedule.ready(float("inf")) if book.parent == root}
+                assert due == known & there  # a book gone is forgotten; one still there stays due
+    finally:
+        shutil.rmtree(base)
 
 
 def test_the_passes_between_survey_pages_are_bounded(
