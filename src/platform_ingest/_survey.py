@@ -87,6 +87,8 @@ class Survey:
         self.books: dict[Path, Book] = {}
         self._listed: dict[Path, set[str]] = {}
         """The names of the directories under each root when it was last listed (`rescan`)."""
+        self._by_id: dict[str, Book] = {}
+        """The registered books by id (a survey's page and an operator's change name books by id)."""
         self.group: tuple[str, ...] = ()
         """The member ids of the live workers of these roots; empty until `announce`: a worker
         that is still registering its books works none of them."""
@@ -120,8 +122,11 @@ class Survey:
                     self.books[path] = Book(path)
             for name in listed - names:
                 path = root / name
-                if self.books.pop(path, None) is not None:
+                gone = self.books.pop(path, None)
+                if gone is not None:
                     self.schedule.forget(path)
+                    if gone.book_id and self._by_id.get(gone.book_id) is gone:
+                        del self._by_id[gone.book_id]
             self._listed[root] = names
         self._register_new()
 
@@ -158,6 +163,7 @@ class Survey:
                 continue
             book.trouble = None
             book.book_id = result["book_id"]
+            self._by_id[book.book_id] = book
             book.ref = book_ref(result["book_id"])
             rows[result["book_id"]] = result
             if self._assign(book):
@@ -214,12 +220,8 @@ class Survey:
         return rows
 
     def book_by_id(self, book_id: str) -> Book | None:
-        """The book of this id under the roots, if the worker knows it (an operator's change
-        names a book by its id; a look over every book, which is rare enough)."""
-        for book in self.books.values():
-            if book.book_id == book_id:
-                return book
-        return None
+        """The book of this id under the roots, if the worker knows it."""
+        return self._by_id.get(book_id)
 
     def owned(self) -> list[Book]:
         """The books this worker works."""
@@ -301,9 +303,8 @@ class Survey:
         lags = lag_of_books(self.db, rows, lines_bytes_max=LAG_LINES_BYTES_MAX)
         self.metrics.database_up.set(1)
         now = time.monotonic()
-        by_id = {book.book_id: book for book in self.books.values() if book.book_id in lags}
         for row in rows:
-            book = by_id.get(row["book_id"])
+            book = self._by_id.get(row["book_id"])
             if book is None or not book.owned:
                 continue  # gone, or another worker's since the survey began
             lag = lags[row["book_id"]]
