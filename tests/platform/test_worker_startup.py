@@ -358,9 +358,9 @@ def test_a_survey_measures_its_books_a_page_at_a_time(db: Database, tmp_path: Pa
 
 _ROOT_CHANGES = st.lists(
     st.tuples(
-        st.sampled_from(["book", "file", "remove", "rescan"]),
+        st.sampled_from(["book", "file", "fifo", "link", "dangling", "remove", "rescan"]),
         st.integers(0, 1),
-        st.sampled_from(["a", "b", "a-1"]),
+        st.sampled_from(["a", "b", "a-1", os.fsdecode(b"not-utf8-\xff")]),
     ),
     max_size=25,
 )
@@ -376,8 +376,9 @@ _ROOT_CHANGES = st.lists(
 def test_a_rescan_finds_exactly_the_book_directories_under_its_roots(
     db: Database, changes: list[tuple[str, int, str]]
 ) -> None:
-    """Directories made and removed under two roots in any order, files beside them, rescans of
-    either root between: after each rescan, the books the worker knows under that root are the
+    """Directories made and removed under two roots in any order, with files, FIFOs, symlinks to a
+    directory outside the roots, dangling symlinks and names that are not UTF-8 beside them, rescans
+    of either root between: after each rescan, the books the worker knows under that root are the
     directories there, no more and no fewer, each registered book found by its id; a book gone
     is due no more and not found by its id."""
     from platform_ingest._logs import FieldsLogger
@@ -389,6 +390,8 @@ def test_a_rescan_finds_exactly_the_book_directories_under_its_roots(
     roots = [base / "r0", base / "r1"]
     for root in roots:
         root.mkdir()
+    outside = base / "outside"
+    outside.mkdir()
     token = base.name.removeprefix("rescan-")  # book names unique to this example
     schedule = Schedule()
     survey = Survey(
@@ -407,12 +410,19 @@ def test_a_rescan_finds_exactly_the_book_directories_under_its_roots(
         for change, which, name in [*changes, ("rescan", 0, ""), ("rescan", 1, "")]:
             root = roots[which]
             path = root / f"{name}-{token}"
-            if change == "book" and not path.exists():
+            free = not os.path.lexists(path)
+            if change == "book" and free:
                 path.mkdir()
-            elif change == "file" and not path.exists():
+            elif change == "file" and free:
                 path.write_bytes(b"")
-            elif change == "remove" and path.exists():
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            elif change == "fifo" and free:
+                os.mkfifo(path)
+            elif change == "link" and free:
+                path.symlink_to(outside, target_is_directory=True)
+            elif change == "dangling" and free:
+                path.symlink_to(base / "nothing-here")
+            elif change == "remove" and not free:
+                path.unlink() if path.is_symlink() or not path.is_dir() else shutil.rmtree(path)
             elif change == "rescan":
                 known = {book for book in survey.books if book.parent == root}
                 for book in known:
