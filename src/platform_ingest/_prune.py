@@ -9,7 +9,11 @@ is reading is left for the next call):
 - one `pruned_streams` row per attempt stays, for good: the journal may still hold the stream's
   lines, and a re-read must never apply them again (the rules skip a pruned stream; `name` refuses
   one);
-- one `operator_actions` row records the run as it was (state, money, attempts) and who pruned it;
+- one `operator_actions` row records the run as it was (state, money, its own part of the book's
+  ledger and its count of units, attempts) and who pruned it: every survivor's own part is
+  computed with the pruned runs' ledgers among the runs before it (`_spent`), so a prune changes
+  no survivor's `spent_micro_usd`, and the sum over the book's runs, pruned ones included, stays
+  the book's ledger;
 - the run, its attempts and their skips are deleted, and the book's scan epoch is bumped.
 
 The run's units and its attempts' line hashes (already compacted, most often) are then deleted a
@@ -30,6 +34,7 @@ from ._db import Database
 from ._defaults import RUNS_PER_CALL_MAX
 from ._remedies import default_operator, record_action
 from ._runs import ENDED_RUN_STATES, RunView
+from ._spent import pruned_ledgers, run_ledger, spent_per_run
 
 logger = logging.getLogger("platform_ingest")
 
@@ -140,6 +145,8 @@ def _prune_run(
             "exit_code": run.exit_code,
             "committed_micro_usd": run.committed_micro_usd,
             "settled_micro_usd": run.settled_micro_usd,
+            "spent_micro_usd": _own_part(db, book_id, run_id),
+            "units": _units_of(db, run_id),
             "streams": streams,
         }
         record_action(db, book_id, None, "prune", by=by, reason=reason, evidence=evidence)
@@ -156,6 +163,23 @@ def _prune_run(
         by,
     )
     return {"book_id": book_id, "run_id": run_id, "state": run.state, "streams": streams}
+
+
+def _own_part(db: Database, book_id: str, run_id: int) -> int:
+    """The run's own part of the book's ledger (`_spent`), as `show` gives it now: kept in the
+    audit record, it completes the sum over the book's runs once the run is gone."""
+    runs = db.fetch_all(_sql.RUNS_OF_BOOKS, ([book_id],))
+    ledgers = {
+        int(row["run_id"]): run_ledger(row["committed_micro_usd"], row["settled_micro_usd"])
+        for row in runs
+    }
+    pruned = pruned_ledgers(db.fetch_all(_sql.ACTIONS_OF_BOOKS, ([book_id],)))
+    return spent_per_run(ledgers, pruned)[run_id]
+
+
+def _units_of(db: Database, run_id: int) -> int:
+    row = db.fetch_one(_sql.RUN_UNITS_COUNT, (run_id,))
+    return 0 if row is None else int(row["units"])
 
 
 def _clean_up(db: Database) -> int:

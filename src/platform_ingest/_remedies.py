@@ -33,9 +33,17 @@ from . import _sql
 from ._books import book_ref, register_book, require_stream_id
 from ._cursor import AttemptState, ProblemRecord, problem_json
 from ._db import Database, Row
+from ._decode import decode_line
 from ._journal import open_journal
 from ._runs import RunState, RunView, StateEffect
-from .errors import ConfigError, LineTooLong, NotFound, ProblemKind
+from .errors import (
+    CompactedConflict,
+    ConfigError,
+    LineRefused,
+    LineTooLong,
+    NotFound,
+    ProblemKind,
+)
 
 logger = logging.getLogger("platform_ingest")
 
@@ -190,8 +198,9 @@ def report_exit(
 # --- remedies ------------------------------------------------------------------------------
 
 
-def _line_at(book_path: str, offset: int) -> tuple[bytes, int] | None:
-    """The sha256 and length of the complete line that starts at `offset`, or None."""
+def _line_at(book_path: str, offset: int) -> tuple[bytes, int, int | None] | None:
+    """The sha256, length and seq (None when none can be read) of the complete line that starts
+    at `offset`, or None."""
     journal = open_journal(book_path)
     if journal is None:
         return None
@@ -202,8 +211,12 @@ def _line_at(book_path: str, offset: int) -> tuple[bytes, int] | None:
             if isinstance(raw, LineTooLong):
                 if raw.line_sha256 is None:
                     return None
-                return raw.line_sha256, raw.size_bytes
-            return hashlib.sha256(raw).digest(), len(raw)
+                return raw.line_sha256, raw.size_bytes, None
+            try:
+                seq: int | None = decode_line(raw).seq
+            except LineRefused as refused:
+                seq = refused.seq
+            return hashlib.sha256(raw).digest(), len(raw), seq
     return None
 
 
@@ -235,6 +248,15 @@ def skip_line(
                 + "; only a line that quarantined its stream (malformed, payload_conflict, "
                 "database_refused) can be skipped"
             )
+        if CompactedConflict.recorded(
+            error.kind, error.seq, error.detail, attempt["compacted_seq"] or 0
+        ):
+            raise ConfigError(
+                f"stream {engine_run_id}'s conflict is of its compacted range (seqs 1.."
+                f"{error.seq}): a line of it changed, and which one is no longer known, so no "
+                "single line can be skipped. Put the journal back as it was and `release` the "
+                "stream, or `abandon` it (then `repair` settles the run's money)"
+            )
         expected = error.seq if error.seq is not None else attempt["last_seq"] + 1
         if seq != expected:
             raise ConfigError(f"the quarantined line is at seq {expected}, not {seq}")
@@ -245,7 +267,13 @@ def skip_line(
             raise ConfigError(
                 f"no complete line starts at byte {error.offset} of the journal any more"
             )
-        digest, size = found
+        digest, size, found_seq = found
+        if found_seq is not None and found_seq != seq:
+            raise ConfigError(
+                f"the line at byte {error.offset} is seq {found_seq} now, not the quarantined seq "
+                f"{seq}: the journal was rewritten since the quarantine. `release` the stream to "
+                "have it read again: a line still wrong is quarantined anew, where it is now"
+            )
         evidence: dict[str, Any] = {
             "seq": seq,
             "offset": error.offset,

@@ -22,7 +22,8 @@ age of the last applied line.
 
 A run's `committed_micro_usd` is the engine's ledger as last seen on that run, and the ledger is
 the book's, cumulative across runs; `spent_micro_usd` (an addition) is the run's own part of it,
-so that a sum over runs is right. Attempts are listed in stream order: the file order of their
+so that a sum over runs is right, pruned runs included (`_spent`: a prune changes no survivor's
+part). Attempts are listed in stream order: the file order of their
 hellos, whatever order they were named or first seen in.
 
 A book's `actions` (an addition) are the audit of what operators and the launcher did to it
@@ -45,6 +46,7 @@ from ._db import Database, Row
 from ._lag import lag_of_books
 from ._plain import plain
 from ._runs import progress_from_jsonb
+from ._spent import pruned_ledgers, run_ledger, spent_per_run
 
 BOOKS_PAGE_ROWS = 500
 """Books are listed in pages of this many (an index range scan, never the whole table at once)."""
@@ -162,8 +164,16 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
                 "seen_at": row["seen_at"].isoformat(),
             }
         )
-    for runs in runs_by_book.values():
-        _spent_per_run(runs)
+    for book_id, runs in runs_by_book.items():
+        spent = spent_per_run(
+            {
+                run["run_id"]: run_ledger(run["committed_micro_usd"], run["settled_micro_usd"])
+                for run in runs
+            },
+            pruned_ledgers(actions[book_id]),
+        )
+        for run in runs:
+            run["spent_micro_usd"] = spent[run["run_id"]]
     lags = lag_of_books(db, books)
     return [
         {
@@ -192,18 +202,6 @@ def _failure_json(row: Row) -> dict[str, Any]:
         "failures": row["failures"],
         "since": row["since"].isoformat(),
     }
-
-
-def _spent_per_run(runs: list[dict[str, Any]]) -> None:
-    """Each run's own spend: `spent_micro_usd` = its ledger value less the greatest of the runs
-    before it (the engine's ledger is the book's, cumulative across runs), never below 0. A sum of
-    `spent_micro_usd` over a book's runs is the book's ledger; a sum of `committed_micro_usd` is
-    not."""
-    before = 0
-    for run in runs:
-        ledger = max(run["committed_micro_usd"], run["settled_micro_usd"] or 0)
-        run["spent_micro_usd"] = max(0, ledger - before)
-        before = max(before, ledger)
 
 
 def _age(applied_at: str) -> str:

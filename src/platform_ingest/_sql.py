@@ -640,6 +640,7 @@ RUN_UNITS_DELETE_SOME = _q(
     """DELETE FROM run_units WHERE run_id = %s AND unit IN
          (SELECT unit FROM run_units WHERE run_id = %s LIMIT %s)""",
 )
+RUN_UNITS_COUNT = _q("run_units_count", "SELECT count(*) AS units FROM run_units WHERE run_id = %s")
 PRUNE_CLEANUP_DONE = _q(
     "prune_cleanup_done",
     "UPDATE pruned_streams SET cleanup_pending = false WHERE attempt_id = %s AND cleanup_pending",

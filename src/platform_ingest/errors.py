@@ -350,16 +350,31 @@ class CompactedConflict(PayloadConflict):
     """Lines of a compacted range, read again, do not hash to the digest kept for it: some line of
     seqs 1..`last_seq` changed, which one is no longer known (its own hash was compacted away)."""
 
+    DETAIL_START = "seqs 1.."
+    """How its detail begins: the mark by which a recorded conflict is known to name no single
+    line (`skip` refuses it: a skip passes one line, and this conflict is of the whole range)."""
+
     def __init__(self, *, last_seq: int, offset: int, applied_sha256: str, read_sha256: str):
         StreamProblem.__init__(
             self,
-            f"seqs 1..{last_seq} were compacted to the digest {applied_sha256}; the lines read "
+            f"{self.DETAIL_START}{last_seq} were compacted to the digest {applied_sha256}; the lines read "
             f"again hash to {read_sha256} (a line of them changed; which one is no longer known)",
             seq=last_seq,
             offset=offset,
         )
         self.applied_sha256 = applied_sha256
         self.line_sha256 = read_sha256
+
+    @classmethod
+    def recorded(cls, kind: str, seq: int | None, detail: str, compacted_seq: int) -> bool:
+        """True when a recorded problem (an attempt's error) is a conflict of its compacted
+        range, not of one line."""
+        return (
+            kind == cls.kind
+            and compacted_seq > 0
+            and seq == compacted_seq
+            and detail.startswith(f"{cls.DETAIL_START}{compacted_seq} ")
+        )
 
 
 class SequenceGap(StreamProblem):

@@ -164,6 +164,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "run_delete": (42,),
     "prune_cleanup_pending": (256,),
     "run_units_delete_some": (42, 42, 10000),
+    "run_units_count": (42,),
     "prune_cleanup_done": (42,),
     "attempts_lag_of_books": (["book-00042", "book-00043"],),
     "projection_register": ("ledger", 1),

@@ -1,0 +1,217 @@
+"""The promises of the remedies and of retention, each held where it once broke: a pruned run's
+money, a skip over a compacted range, an undo for `disown`, a book whose directory is gone."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from platform_ingest import ConfigError, Database
+from platform_ingest._compact import compact_quiet
+from platform_ingest._operate import release_attempt
+from platform_ingest._prune import prune_runs
+from platform_ingest._rebuild import rebuild
+from platform_ingest._remedies import skip_line
+from platform_journals import (
+    RUN_A,
+    RUN_B,
+    RUN_C,
+    append,
+    attempts,
+    book_state,
+    ceiling,
+    finished,
+    hello,
+    spend,
+    sweep,
+    unit_done,
+    write,
+)
+from projection_fixtures import Recording
+
+pytestmark = pytest.mark.postgres
+
+MakeBook = Callable[[str], Path]
+
+
+def replace_journal(book: Path, lines: list[bytes]) -> None:
+    """Put a new file (a new inode) in the journal's place, as a restore or an editor does."""
+    staged = book / "events.jsonl.new"
+    staged.write_bytes(b"".join(lines))
+    staged.replace(book / "events.jsonl")
+
+
+def _runs(db: Database, book: Path) -> dict[int, dict[str, Any]]:
+    return {run["run_id"]: run for run in book_state(db, book)["runs"]}
+
+
+def _pruned_parts(db: Database, book: Path) -> int:
+    return sum(
+        action["evidence"]["spent_micro_usd"]
+        for action in book_state(db, book)["actions"]
+        if action["action"] == "prune"
+    )
+
+
+# --- a pruned run's money ---------------------------------------------------------------------
+
+
+def test_prune_changes_no_surviving_runs_money(db: Database, make_book: MakeBook) -> None:
+    """Run 1 paused at its ceiling, was resumed and completed (1,000,000 spent); run 2 spent
+    nothing. Pruning run 1 once made run 2 say it spent 1,000,000: a biller charged it twice."""
+    book = make_book("book-1")
+    write(
+        book,
+        hello(RUN_A),
+        spend(2, 600_000),
+        unit_done(3, "u-1", 1),
+        ceiling(4),
+        finished(5, 4, money=600_000),
+    )
+    sweep(db, book)
+    append(
+        book,
+        hello(RUN_B),
+        spend(2, 1_000_000),
+        unit_done(3, "u-2", 2),
+        finished(4, money=1_000_000),
+    )
+    sweep(db, book)
+    append(book, hello(RUN_C), finished(2, money=1_000_000))
+    sweep(db, book)
+    before = _runs(db, book)
+    assert [run["spent_micro_usd"] for run in before.values()] == [1_000_000, 0]
+
+    report = prune_runs(db, older_than_s=0)
+
+    assert [entry["run_id"] for entry in report.pruned] == [1]
+    after = _runs(db, book)
+    assert list(after) == [2]
+    assert after[2]["spent_micro_usd"] == before[2]["spent_micro_usd"] == 0
+    assert after[2]["units"] == before[2]["units"]
+    (action,) = [a for a in book_state(db, book)["actions"] if a["action"] == "prune"]
+    assert action["evidence"]["spent_micro_usd"] == 1_000_000
+    assert action["evidence"]["units"] == 2
+    ledger = max(run["committed_micro_usd"] for run in after.values())
+    assert _pruned_parts(db, book) + after[2]["spent_micro_usd"] == ledger
+
+
+def test_a_run_pruned_between_two_survivors_keeps_both_parts(
+    db: Database, sql: psycopg.Connection[tuple[object, ...]], make_book: MakeBook
+) -> None:
+    """A middle run pruned: the run after it still counts the pruned run's ledger among the runs
+    before it, and the run before it keeps its own part."""
+    book = make_book("book-1")
+    write(book, hello(RUN_A), spend(2, 100), finished(3, 1, money=100))
+    sweep(db, book)
+    append(book, hello(RUN_B), spend(2, 300), finished(3, money=300))
+    sweep(db, book)
+    append(book, hello(RUN_C), spend(2, 700), finished(3, money=700))
+    sweep(db, book)
+    before = {run_id: run["spent_micro_usd"] for run_id, run in _runs(db, book).items()}
+    assert before == {1: 100, 2: 200, 3: 400}
+    # Only run 2 is old enough: runs 1 and 3 are touched now.
+    for table, column in (("runs", "updated_at"), ("attempts", "changed_at")):
+        sql.execute(
+            f"UPDATE {table} SET {column} = now() + CASE WHEN run_id = 2"
+            " THEN interval '-1 hour' ELSE interval '1 hour' END"
+        )
+
+    report = prune_runs(db, older_than_s=60)
+
+    assert [entry["run_id"] for entry in report.pruned] == [2]
+    after = {run_id: run["spent_micro_usd"] for run_id, run in _runs(db, book).items()}
+    assert after == {1: 100, 3: 400}
+    assert _pruned_parts(db, book) == 200
+    assert sum(after.values()) + _pruned_parts(db, book) == 700
+
+
+# --- a skip over a compacted range -------------------------------------------------------------
+
+
+def _paused_then_resumed(book: Path) -> list[bytes]:
+    """Stream A pauses at the ceiling (seqs 1..6); stream B resumes the run."""
+    return [
+        hello(RUN_A),
+        spend(2, 100),
+        unit_done(3, "u-1", 1),
+        spend(4, 200),
+        ceiling(5),
+        finished(6, 4, money=200),
+    ]
+
+
+def test_a_conflict_of_a_compacted_range_cannot_be_skipped(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A changed line of a compacted range is found at the range's last seq, whose own line did
+    not change. A skip of that line was once accepted and then passed the whole range: every
+    later sweep counted the changed line a duplicate, while `rebuild` said `lines_differ`."""
+    book = make_book("book-1")
+    first = _paused_then_resumed(book)
+    write(book, *first)
+    sweep(db, book)
+    assert compact_quiet(db, quiet_for_s=0).compacted != []
+    resumed = [hello(RUN_B), spend(2, 300), finished(3, money=300)]
+    append(book, *resumed)
+    sweep(db, book)
+    changed = [first[0], first[1], first[2], spend(4, 250), *first[4:], *resumed]
+    replace_journal(book, changed)
+    sweep(db, book)
+    error = attempts(db, book)[RUN_A]["error"]
+    assert (error["kind"], error["seq"]) == ("payload_conflict", 6)
+
+    with pytest.raises(ConfigError, match="compacted range"):
+        skip_line(
+            db,
+            str(book),
+            RUN_A,
+            6,
+            sha256=hashlib.sha256(first[5]).hexdigest(),
+            reason="the last line is fine",
+        )
+
+    assert all(action["action"] != "skip" for action in book_state(db, book)["actions"])
+    for _ in range(2):  # read again, the changed line is still a conflict
+        release_attempt(db, str(book), RUN_A, reason="read it again")
+        sweep(db, book)
+        error = attempts(db, book)[RUN_A]["error"]
+        assert attempts(db, book)[RUN_A]["state"] == "quarantined"
+        assert (error["kind"], error["seq"]) == ("payload_conflict", 6)
+    report = rebuild(db, Recording(), ["book-1"])
+    assert [entry["reason"] for entry in report.as_json()["cannot_replay"]] == ["lines_differ"]
+
+
+def test_a_skip_refuses_a_journal_rewritten_since_the_quarantine(
+    db: Database, make_book: MakeBook
+) -> None:
+    """The quarantine names a byte offset; when the journal was rewritten, another seq's line
+    can start there now. Its hash, given back, once made a skip of it: that line then passed as
+    a duplicate at the quarantined seq, whatever its bytes."""
+    book = make_book("book-1")
+    lines = [hello(RUN_A), spend(2, 100), spend(3, 200), spend(4, 300)]
+    write(book, *lines)
+    sweep(db, book)
+    write(book, *lines[:3], spend(4, 999))
+    sweep(db, book)
+    error = attempts(db, book)[RUN_A]["error"]
+    assert (error["kind"], error["seq"]) == ("payload_conflict", 4)
+    # Rewritten: the quarantined offset now starts a changed seq 3, of the same length.
+    rewritten = [lines[0], lines[1], spend(2, 555), spend(3, 777), spend(4, 999)]
+    assert sum(map(len, rewritten[:3])) == error["offset"]
+    replace_journal(book, rewritten)
+    with pytest.raises(ConfigError, match="rewritten"):
+        skip_line(
+            db,
+            str(book),
+            RUN_A,
+            4,
+            sha256=hashlib.sha256(spend(3, 777)).hexdigest(),
+            reason="skip what is there",
+        )
+    assert all(action["action"] != "skip" for action in book_state(db, book)["actions"])
