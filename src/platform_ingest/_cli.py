@@ -13,6 +13,7 @@
     exited BOOK_DIR ENGINE_RUN_ID STATUS     the launcher reports a process's exit status
     skip BOOK_DIR ENGINE_RUN_ID SEQ --sha256 HEX --reason TEXT   pass one quarantined line
     disown BOOK_DIR ENGINE_RUN_ID --reason TEXT    a foreign stream is not ours
+    undisown BOOK_DIR ENGINE_RUN_ID --reason TEXT  take a disown back: the stream is foreign again
     abandon BOOK_DIR ENGINE_RUN_ID --reason TEXT   give up on an attempt
     rebuild --projection SPEC [BOOK_DIR...]  catch a projection up from the journals on disk
 
@@ -354,6 +355,16 @@ def _parser() -> argparse.ArgumentParser:
         "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
     )
     _audited(disown, reason_required=True)
+
+    undisown = commands.add_parser(
+        "undisown",
+        help="take a disown back: the stream is foreign again (then name it if it is ours)",
+    )
+    undisown.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    undisown.add_argument(
+        "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
+    )
+    _audited(undisown, reason_required=True)
 
     abandon = commands.add_parser(
         "abandon", help="give up on an attempt; its run fails (abandoned) if nothing else ends it"
@@ -728,7 +739,7 @@ def _other_command(
         )
         print(f"stream {plain(args.engine_run_id)} released: {state_after}")
         return EXIT_OK
-    if args.command in ("exited", "skip", "disown", "abandon"):
+    if args.command in ("exited", "skip", "disown", "undisown", "abandon"):
         return _remedy(db, args)
     if args.command == "rebuild":
         from ._rebuild import rebuild  # noqa: PLC0415
@@ -775,12 +786,14 @@ def _other_command(
 
 
 def _remedy(db: Database, args: argparse.Namespace) -> int:
-    """`exited`, `skip`, `disown` and `abandon`: each prints the action it recorded."""
+    """`exited`, `skip`, `disown`, `undisown` and `abandon`: each prints the action it
+    recorded."""
     from ._remedies import (  # noqa: PLC0415 - see `_other_command`
         abandon_attempt,
         disown_stream,
         report_exit,
         skip_line,
+        undisown_stream,
     )
 
     if args.command == "exited":
@@ -814,7 +827,11 @@ def _remedy(db: Database, args: argparse.Namespace) -> int:
             )
             return EXIT_USAGE
         return EXIT_OK
-    remedy = disown_stream if args.command == "disown" else abandon_attempt
+    remedy = {
+        "disown": disown_stream,
+        "undisown": undisown_stream,
+        "abandon": abandon_attempt,
+    }[args.command]
     action = remedy(db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by)
     _print_json(action.as_json())
     return EXIT_OK

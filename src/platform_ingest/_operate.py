@@ -1,6 +1,10 @@
 """What an operator (or the platform's launcher) does to a book: `name` a stream, `release` an
 attempt after looking at it.
 
+`name` of a stream that is named already is a no-op (the launcher may say it twice); of a stream
+that is disowned or abandoned it is refused, naming the command that can do what was asked
+(`undisown`), so that it never says "already named" while the stream's lines are not read.
+
 Both bump the book's scan epoch, so a pass that started before them cannot move the scan hint past
 what they changed (its compare-and-set on the epoch fails and it starts over). `name` keeps the
 book's reading position: it moves the scan back to where the named stream begins only if a pass
@@ -51,6 +55,16 @@ def name_stream(db: Database, book_dir: str, engine_run_id: str, *, new_run: boo
                 "never applied again"
             )
         existing = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))
+        if existing is not None and existing["state"] == "disowned":
+            raise ConfigError(
+                f"stream {engine_run_id} is disowned on this book: take that back first with "
+                f"`platform-ingest undisown BOOK_DIR {engine_run_id} --reason ...`, then name it"
+            )
+        if existing is not None and existing["state"] == "abandoned":
+            raise ConfigError(
+                f"stream {engine_run_id} was abandoned on this book: it is never read again; "
+                "a resume of the run is a new stream (name that one)"
+            )
         if existing is not None:
             if new_run:
                 raise ConfigError(

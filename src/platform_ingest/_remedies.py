@@ -10,7 +10,9 @@ an operator-named, audited step over exactly one item, never a silent one.
 - `skip`: a quarantined line, named by its seq and the sha256 of its bytes, is passed with no
   effect; only that line (another line at that seq is still a conflict).
 - `disown`: a foreign stream that is truly not ours stops parking the book, and none of its
-  effects ever reach our run.
+  effects ever reach our run; `undisown` takes a mistaken `disown` back: the stream is foreign
+  again (nothing of it was applied), the next pass reads the journal from byte 0, and `name`
+  makes it ours (in auto mode the next pass starts an attempt for it).
 - `abandon`: an attempt the operator gives up on; its run, if nothing else can end it, fails with
   reason `abandoned` (settle its money with `repair`).
 - `release` (in `_operate`) lifts a quarantine, a stall or a refusal, audited the same way.
@@ -25,7 +27,7 @@ import getpass
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
 
@@ -64,6 +66,11 @@ def default_operator() -> str:
         return "unknown"
 
 
+ActionState = AttemptState | Literal["foreign"]
+"""An attempt's state after a remedy, or `foreign`: the stream has no attempt any more
+(`undisown`)."""
+
+
 @dataclass(frozen=True)
 class Action:
     """What a remedy did: the audit row's id, and the attempt's state after it."""
@@ -71,7 +78,7 @@ class Action:
     action_id: int
     book_id: str
     engine_run_id: str
-    state: AttemptState
+    state: ActionState
     detail: dict[str, Any]
 
     def as_json(self) -> dict[str, Any]:
@@ -336,6 +343,44 @@ def disown_stream(
         "book %s: stream %s disowned by an operator", book_ref(book.book_id), engine_run_id
     )
     return Action(action_id, book.book_id, engine_run_id, "disowned", evidence)
+
+
+def undisown_stream(
+    db: Database, book_dir: str, engine_run_id: str, *, reason: str, by: str | None = None
+) -> Action:
+    """Take a `disown` back: the stream is foreign again, as it was before it was disowned."""
+    require_stream_id(engine_run_id)
+    by = by or default_operator()
+    _require_reason(reason, by)
+    book = register_book(db, book_dir)
+    with db.transaction():
+        if db.fetch_one(_sql.PRUNED_STREAM_EXISTS, (book.book_id, engine_run_id)) is not None:
+            raise ConfigError(
+                f"stream {engine_run_id}'s run was pruned; its lines are never applied again"
+            )
+        existing = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))
+        if existing is None or existing["state"] != "disowned":
+            raise ConfigError(
+                f"stream {engine_run_id} is not disowned on this book"
+                + ("" if existing is None else f" (it is {existing['state']})")
+                + "; only a disowned stream can be taken back"
+            )
+        if existing["last_seq"] != 0 or not db.execute(
+            _sql.ATTEMPT_DELETE_DISOWNED, (existing["attempt_id"],)
+        ):
+            raise NotFound(f"stream {engine_run_id} is no longer a disowned stream")
+        evidence = {"run_id": existing["run_id"], "attempt_state": "disowned"}
+        action_id = record_action(
+            db, book.book_id, engine_run_id, "undisown", by=by, reason=reason, evidence=evidence
+        )
+        # Passes walked past the stream: the next one reads its hello again.
+        db.execute(_sql.BOOK_SCAN_RESET, (book.book_id,))
+    logger.warning(
+        "book %s: stream %s taken back from disowned by an operator",
+        book_ref(book.book_id),
+        engine_run_id,
+    )
+    return Action(action_id, book.book_id, engine_run_id, "foreign", evidence)
 
 
 def abandon_attempt(

@@ -542,6 +542,10 @@ ATTEMPT_INSERT_DISOWNED = _q(
     """INSERT INTO attempts (book_id, run_id, engine_run_id, state)
        VALUES (%s, %s, %s, 'disowned') RETURNING attempt_id""",
 )
+ATTEMPT_DELETE_DISOWNED = _q(
+    "attempt_delete_disowned",
+    "DELETE FROM attempts WHERE attempt_id = %s AND state = 'disowned' AND last_seq = 0",
+)
 ATTEMPTS_UNPARK = _q(
     "attempts_unpark",
     """UPDATE attempts SET state = CASE WHEN exit_status IS NULL THEN 'active' ELSE 'exited' END,

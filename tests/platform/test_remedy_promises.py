@@ -12,11 +12,17 @@ import psycopg
 import pytest
 
 from platform_ingest import ConfigError, Database
+from platform_ingest._cli import main
 from platform_ingest._compact import compact_quiet
-from platform_ingest._operate import release_attempt
+from platform_ingest._operate import name_stream, release_attempt
 from platform_ingest._prune import prune_runs
 from platform_ingest._rebuild import rebuild
-from platform_ingest._remedies import skip_line
+from platform_ingest._remedies import (
+    abandon_attempt,
+    disown_stream,
+    skip_line,
+    undisown_stream,
+)
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -215,3 +221,69 @@ def test_a_skip_refuses_a_journal_rewritten_since_the_quarantine(
             reason="skip what is there",
         )
     assert all(action["action"] != "skip" for action in book_state(db, book)["actions"])
+
+
+# --- an undo for disown --------------------------------------------------------------------------
+
+
+def test_a_disown_made_by_mistake_is_taken_back_and_the_stream_applies_once(
+    db: Database, fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`disown` of a real resume once had no way back: `name` said "already named" and exited 0
+    while the stream stayed disowned, and its units and money were never applied."""
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    write(book, hello(RUN_A), spend(2, 100), ceiling(3))
+    resume = [hello(RUN_B), spend(2, 400), unit_done(3, "u-1", 1), finished(4, money=400)]
+    append(book, *resume)
+    sweep(db, book, auto=False)
+    assert attempts(db, book)[RUN_A]["state"] == "parked"
+    disown_stream(db, str(book), RUN_B, reason="looked foreign")
+    for _ in range(2):  # passes walk past the disowned stream meanwhile
+        sweep(db, book, auto=False)
+
+    capsys.readouterr()
+    assert main(["--dsn", fresh_dsn, "name", str(book), RUN_B]) == 2
+    assert "undisown" in capsys.readouterr().err
+    assert attempts(db, book)[RUN_B]["state"] == "disowned"
+
+    assert main(["--dsn", fresh_dsn, "undisown", str(book), RUN_B, "--reason", "ours"]) == 0
+    assert RUN_B not in attempts(db, book)
+    sweep(db, book, auto=False)
+    assert attempts(db, book)[RUN_A]["state"] == "parked"  # foreign again, as before the disown
+    assert main(["--dsn", fresh_dsn, "name", str(book), RUN_B]) == 0
+    for _ in range(2):
+        sweep(db, book, auto=False)
+    (run,) = book_state(db, book)["runs"]
+    assert (run["state"], run["units"], run["committed_micro_usd"]) == ("completed", ["u-1"], 400)
+    assert attempts(db, book)[RUN_B]["state"] == "finished"
+    assert [a["action"] for a in book_state(db, book)["actions"]] == ["disown", "undisown"]
+    with pytest.raises(ConfigError, match="not disowned"):
+        undisown_stream(db, str(book), RUN_B, reason="again")
+
+
+def test_undisown_in_auto_mode_starts_the_streams_attempt(
+    db: Database, make_book: MakeBook
+) -> None:
+    book = make_book("book-1")
+    write(book, hello(RUN_A), spend(2, 100))
+    sweep(db, book)
+    disown_stream(db, str(book), RUN_B, reason="not ours")
+    append(book, hello(RUN_B), spend(2, 300), unit_done(3, "u-9", 9))
+    sweep(db, book)
+    assert attempts(db, book)[RUN_B]["state"] == "disowned"
+    undisown_stream(db, str(book), RUN_B, reason="ours after all")
+    sweep(db, book)
+    sweep(db, book)
+    (run,) = book_state(db, book)["runs"]
+    assert (run["units"], run["committed_micro_usd"]) == (["u-9"], 300)
+    assert attempts(db, book)[RUN_B]["last_seq"] == 3
+
+
+def test_name_refuses_an_abandoned_stream(db: Database, make_book: MakeBook) -> None:
+    book = make_book("book-1")
+    write(book, hello(RUN_A), spend(2, 10), spend(5, 50))
+    sweep(db, book)
+    abandon_attempt(db, str(book), RUN_A, reason="lost lines")
+    with pytest.raises(ConfigError, match="abandoned"):
+        name_stream(db, str(book), RUN_A)

@@ -131,6 +131,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "attempt_exited": (-9, 42),
     "attempt_set_state": ("abandoned", 42, "stalled"),
     "attempt_insert_disowned": ("book-00042", 42, "stream-foreign"),
+    "attempt_delete_disowned": (42,),
     "attempts_unpark": ("book-00042",),
     "action_insert": ("book-00042", "stream-00042", "skip", "ops", "why", Jsonb({})),
     "actions_of_books": (["book-00042", "book-00043"],),
