@@ -27,7 +27,13 @@ from platform_ingest._membership import live_workers
 from platform_ingest._operate import name_stream, release_attempt
 from platform_ingest._prune import prune_runs
 from platform_ingest._rebuild import rebuild
-from platform_ingest._remedies import abandon_attempt, disown_stream, report_exit, skip_line
+from platform_ingest._remedies import (
+    abandon_attempt,
+    disown_stream,
+    report_exit,
+    skip_line,
+    undisown_stream,
+)
 from platform_ingest._repair import repair_book
 from platform_ingest._schema import require_current
 from platform_ingest._show import show_state
@@ -506,6 +512,8 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         sweep(db, remedied, auto=False)
         skip_line(db, str(remedied), RUN_A, 2, sha256=hashlib.sha256(bad).hexdigest(), reason="r")
         sweep(db, remedied, auto=False)
+        disown_stream(db, str(remedied), RUN_B, reason="not ours")
+        undisown_stream(db, str(remedied), RUN_B, reason="ours after all")
         disown_stream(db, str(remedied), RUN_B, reason="not ours")
         abandoned = make_book("book-abandoned")
         name_stream(db, str(abandoned), RUN_A)
