@@ -33,7 +33,7 @@ from psycopg.types.json import Jsonb
 
 from . import _sql
 from ._books import book_ref, register_book, require_stream_id
-from ._cursor import AttemptState, ProblemRecord, problem_json
+from ._cursor import AttemptState, BookView, ProblemRecord, problem_json
 from ._db import Database, Row
 from ._decode import decode_line
 from ._journal import open_journal
@@ -310,14 +310,21 @@ def skip_line(
     return Action(action_id, book.book_id, engine_run_id, state, evidence)
 
 
+def _stream_remedy(
+    db: Database, book_dir: str, engine_run_id: str, reason: str, by: str | None
+) -> tuple[BookView, str]:
+    """What `disown` and `undisown` check first: a stream id, a reason and who; the book."""
+    require_stream_id(engine_run_id)
+    by = by or default_operator()
+    _require_reason(reason, by)
+    return register_book(db, book_dir), by
+
+
 def disown_stream(
     db: Database, book_dir: str, engine_run_id: str, *, reason: str, by: str | None = None
 ) -> Action:
     """Say a stream is not ours: it no longer parks the book and none of its effects apply."""
-    require_stream_id(engine_run_id)
-    by = by or default_operator()
-    _require_reason(reason, by)
-    book = register_book(db, book_dir)
+    book, by = _stream_remedy(db, book_dir, engine_run_id, reason, by)
     with db.transaction():
         existing = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))
         if existing is not None:
@@ -349,10 +356,7 @@ def undisown_stream(
     db: Database, book_dir: str, engine_run_id: str, *, reason: str, by: str | None = None
 ) -> Action:
     """Take a `disown` back: the stream is foreign again, as it was before it was disowned."""
-    require_stream_id(engine_run_id)
-    by = by or default_operator()
-    _require_reason(reason, by)
-    book = register_book(db, book_dir)
+    book, by = _stream_remedy(db, book_dir, engine_run_id, reason, by)
     with db.transaction():
         if db.fetch_one(_sql.PRUNED_STREAM_EXISTS, (book.book_id, engine_run_id)) is not None:
             raise ConfigError(
