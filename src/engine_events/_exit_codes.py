@@ -1,4 +1,4 @@
-"""The exit codes of an engine process (SPEC § 4): what a process tells the platform by ending."""
+"""The exit codes of an engine process (docs/reference/exit-codes.md): what a process tells the platform by ending."""
 
 from __future__ import annotations
 

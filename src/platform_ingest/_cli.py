@@ -1,4 +1,4 @@
-"""`platform-ingest`: the platform side's command (SPEC § 8).
+"""`platform-ingest`: the platform side's command (docs/platform/cli.md).
 
     platform-ingest [--dsn DSN] [--data-dir DIR] [-v | -q | --log-level LEVEL]
                     [--log-format text|json] COMMAND ...
@@ -298,7 +298,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument(
         "book_dirs", nargs="*", metavar="BOOK_DIR", help=BOOK_DIR_HELP + " (default: every book)"
     )
-    show.add_argument("--json", action="store_true", help="the JSON scripts read (SPEC § 8)")
+    show.add_argument(
+        "--json", action="store_true", help="the JSON scripts read (docs/platform/cli.md, `show`)"
+    )
     show.add_argument(
         "--follow",
         action="store_true",

@@ -50,7 +50,7 @@ from .errors import (
 )
 
 LINE_BYTES_MAX = 1024 * 1024
-"""The longest line a reader accepts, newline included (SPEC § 3)."""
+"""The longest line a reader accepts, newline included (docs/reference/stream-format.md, "The 1 MiB limit")."""
 
 NESTING_DEPTH_MAX = 64
 """The deepest nesting of arrays and objects a line may have (stream 1.3 needs 4)."""

@@ -1,4 +1,4 @@
-"""The platform's own mirror of the engine's exit codes (SPEC § 4) and how a run reads each one.
+"""The platform's own mirror of the engine's exit codes (docs/reference/exit-codes.md) and how a run reads each one.
 
 This is a copy on purpose: the platform does not import the engine's package (they are deployed
 apart). The shared vector file `tests/vectors/exit_codes.json` keeps the two tables in step.
@@ -61,7 +61,7 @@ def code_name(code: int) -> str | None:
 
 
 def read_exit_code(code: int) -> ExitReading:
-    """Read an engine exit code the way SPEC § 4 says a platform must."""
+    """Read an engine exit code the way docs/reference/exit-codes.md says a platform must."""
     if code == ExitCode.CLEAN:
         return ExitReading("completed", outcome="completed")
     if code == ExitCode.COMPLETED_WITH_FLAGS:

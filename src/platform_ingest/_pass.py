@@ -1,7 +1,7 @@
 """One pass over one book: read the journal's complete lines from a verified hint, decide what each
 line does by its stream's cursor, and commit the effects with the cursors in bounded batches.
 
-For each line of a stream the pass follows (SPEC § 6):
+For each line of a stream the pass follows (docs/platform/cursor.md, "Reading"):
 
 - `seq <= last_seq`: a duplicate, skipped when its bytes hash to what was applied at that seq
   (ANY earlier seq: `line_hashes`), else `payload_conflict`;

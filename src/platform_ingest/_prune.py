@@ -34,7 +34,7 @@ from ._db import Database
 from ._defaults import RUNS_PER_CALL_MAX
 from ._remedies import default_operator, record_action
 from ._runs import ENDED_RUN_STATES, RunView
-from ._spent import pruned_ledgers, run_ledger, spent_per_run
+from ._spent import spent_of_book
 
 logger = logging.getLogger("platform_ingest")
 
@@ -169,12 +169,8 @@ def _own_part(db: Database, book_id: str, run_id: int) -> int:
     """The run's own part of the book's ledger (`_spent`), as `show` gives it now: kept in the
     audit record, it completes the sum over the book's runs once the run is gone."""
     runs = db.fetch_all(_sql.RUNS_OF_BOOKS, ([book_id],))
-    ledgers = {
-        int(row["run_id"]): run_ledger(row["committed_micro_usd"], row["settled_micro_usd"])
-        for row in runs
-    }
-    pruned = pruned_ledgers(db.fetch_all(_sql.ACTIONS_OF_BOOKS, ([book_id],)))
-    return spent_per_run(ledgers, pruned)[run_id]
+    actions = db.fetch_all(_sql.ACTIONS_OF_BOOKS, ([book_id],))
+    return spent_of_book(runs, actions)[run_id]
 
 
 def _units_of(db: Database, run_id: int) -> int:

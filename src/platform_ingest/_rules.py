@@ -1,4 +1,7 @@
-"""What each line does to its stream's cursor: the rules of SPEC § 6, as a pure decision core.
+"""What each line does to its stream's cursor, as a pure decision core.
+
+The rules are those of docs/reference/stream-format.md ("What a reader does with what it finds")
+and docs/platform/cursor.md.
 
 `StreamRules` decides over an explicit state value, a `BookState` (the book, its runs and their
 attempts as a pass loaded them), and asks a `History` what was applied at an earlier seq. It

@@ -1,4 +1,4 @@
-"""The run state machine: what each event does to a run, mirroring the exit codes of SPEC § 4.
+"""The run state machine: what each event does to a run, mirroring the exit codes of docs/reference/exit-codes.md.
 
 A run is `running`, `paused` (reason `ceiling`, `bank_stop` or `stop`), `completed` (outcome
 `completed` or `completed_with_flags`), `failed` or `refused`. Only the run's latest stream moves

@@ -1,4 +1,4 @@
-"""`show`: the state of books, runs and attempts, in the JSON shape of SPEC § 8.
+"""`show`: the state of books, runs and attempts, in the JSON shape docs/platform/cli.md documents.
 
     {"books": [{"book_id", "path", "error", "problems": [{"kind", "detail", "since", "seen_at"}],
       "actions": [{"action_id", "action", "engine_run_id", "by", "reason", "at", "evidence"}],
@@ -46,7 +46,7 @@ from ._db import Database, Row
 from ._lag import lag_of_books
 from ._plain import plain
 from ._runs import progress_from_jsonb
-from ._spent import pruned_ledgers, run_ledger, spent_per_run
+from ._spent import spent_of_book
 
 BOOKS_PAGE_ROWS = 500
 """Books are listed in pages of this many (an index range scan, never the whole table at once)."""
@@ -165,13 +165,7 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
             }
         )
     for book_id, runs in runs_by_book.items():
-        spent = spent_per_run(
-            {
-                run["run_id"]: run_ledger(run["committed_micro_usd"], run["settled_micro_usd"])
-                for run in runs
-            },
-            pruned_ledgers(actions[book_id]),
-        )
+        spent = spent_of_book(runs, actions[book_id])
         for run in runs:
             run["spent_micro_usd"] = spent[run["run_id"]]
     lags = lag_of_books(db, books)

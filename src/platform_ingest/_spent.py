@@ -48,3 +48,15 @@ def spent_per_run(ledgers: Mapping[int, int], pruned: Mapping[int, int]) -> dict
             spent[run_id] = max(0, ledger - before)
         before = max(before, ledger)
     return spent
+
+
+def spent_of_book(
+    runs: Iterable[Mapping[str, Any]], actions: Iterable[Mapping[str, Any]]
+) -> dict[int, int]:
+    """Each surviving run's own part (run id -> micro-USD), from a book's run rows (with
+    `run_id`, `committed_micro_usd`, `settled_micro_usd`) and its audit rows."""
+    ledgers = {
+        int(run["run_id"]): run_ledger(run["committed_micro_usd"], run["settled_micro_usd"])
+        for run in runs
+    }
+    return spent_per_run(ledgers, pruned_ledgers(actions))
