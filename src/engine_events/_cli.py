@@ -110,6 +110,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="degrade: keep going, events wait in the outbox (default); fail: exit 1",
     )
     demo.add_argument(
+        "--outbox-retention-s",
+        type=non_negative_int,
+        default=None,
+        metavar="S",
+        help="delete outbox rows older than S seconds once they are in the journal "
+        "(default: keep every row)",
+    )
+    demo.add_argument(
+        "--outbox-prune-interval-s",
+        type=non_negative_int,
+        default=60,
+        metavar="S",
+        help="with a retention, prune at most every S seconds after a flush (default 60)",
+    )
+    demo.add_argument(
         "--stream-version",
         default=STREAM_VERSION,
         metavar="VERSION",
@@ -166,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             book_id=args.book_id,
             on_journal_error=args.on_journal_error,
             stream_version=args.stream_version,
+            outbox_retention_s=args.outbox_retention_s,
+            outbox_prune_interval_s=args.outbox_prune_interval_s,
         )
         args.book_dir.mkdir(parents=True, exist_ok=True)  # a demo may start a new book
         return run_demo(args.book_dir, options, stops=stops)

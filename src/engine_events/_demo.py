@@ -11,6 +11,7 @@ resumes from its checkpoint as a new stream.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import signal
 import sqlite3
@@ -68,6 +69,9 @@ class DemoOptions:
     book_id: str | None = None
     on_journal_error: JournalErrorPolicy = "degrade"
     stream_version: str = STREAM_VERSION
+    outbox_retention_s: int | None = None
+    """Outbox rows older than this many seconds, already in the journal, are pruned (None: kept)."""
+    outbox_prune_interval_s: int = 60
 
 
 class StopRequests:
@@ -122,6 +126,10 @@ def run_demo(
                     lock=lock,
                     io=io,
                     stream_version=options.stream_version,
+                    retention=None
+                    if options.outbox_retention_s is None
+                    else dt.timedelta(seconds=options.outbox_retention_s),
+                    prune_interval_s=options.outbox_prune_interval_s,
                 ) as emitter:
                     return _Engine(conn, emitter, options, stops).run()
             finally:

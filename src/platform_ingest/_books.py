@@ -205,6 +205,23 @@ def find_book(db: Database, book_dir: str | os.PathLike[str]) -> BookView:
     return BookView.from_row(row)
 
 
+def remedied_book(db: Database, book_dir: str | os.PathLike[str]) -> BookView:
+    """The book a remedy names: its directory (registered on first sight), or, once that
+    directory is gone, its registered path or its book id. A remedy that ends what a gone
+    journal left waiting (`exited`, `abandon`) must still find the book."""
+    if Path(book_dir).is_dir():
+        return register_book(db, book_dir)
+    try:
+        return find_book(db, book_dir)
+    except NotFound:
+        row = db.fetch_one(_sql.BOOK_SELECT, (str(book_dir),))
+        if row is None:
+            raise NotFound(
+                f"{book_dir} is neither a directory nor the registered path or id of a book"
+            ) from None
+        return BookView.from_row(row)
+
+
 def load_book(db: Database, book_id: str) -> BookView:
     row = db.fetch_one(_sql.BOOK_SELECT, (book_id,))
     if row is None:

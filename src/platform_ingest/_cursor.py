@@ -53,8 +53,23 @@ the first three; never, for a stream disowned or abandoned)."""
 LIVE_STATES: frozenset[AttemptState] = frozenset({"active", "parked"})
 """States whose hint is a place a pass must start from."""
 RELEASABLE_STATES: frozenset[AttemptState] = frozenset({"quarantined", "stalled", "refused"})
+AWAITING_STATES: frozenset[AttemptState] = frozenset({"pending", "active", "parked"})
+"""States of an attempt that waits for more lines of its journal: one of them with its journal
+gone is the book's `journal_missing` (a `pending` one only once the journal was read)."""
+
+
+def awaits_lines(states: Iterable[AttemptState], *, journal_read: bool) -> bool:
+    """Whether a book whose attempts are in these states waits for lines of its journal: an
+    attempt `active` or `parked`, or `pending` once the journal was read (a `pending` attempt of
+    a book whose engine has not written yet has no journal to miss). Such a book with its journal
+    gone has the problem `journal_missing`."""
+    return any(
+        state in AWAITING_STATES and (state != "pending" or journal_read) for state in states
+    )
+
 
 PASS_PROBLEM_KINDS: tuple[BookProblemKind, ...] = (
+    "journal_missing",
     "journal_unreadable",
     "journal_not_regular",
     "journal_outside_roots",

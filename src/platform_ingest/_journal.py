@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from ._decode import LINE_BYTES_MAX
-from .errors import JournalNotRegular, JournalOutsideRoots, JournalUnreadable, LineTooLong
+from .errors import (
+    JournalMissing,
+    JournalNotRegular,
+    JournalOutsideRoots,
+    JournalUnreadable,
+    LineTooLong,
+)
 
 READ_CHUNK_BYTES = 256 * 1024
 """How much one read() asks for."""
@@ -97,13 +103,14 @@ def open_journal(book_dir: str) -> Journal | None:
     """Open `<book_dir>/events.jsonl` for a pass; None when there is no journal yet.
 
     `book_dir` is the book's registered real path. Raises `JournalOutsideRoots` when that
-    directory is no longer what was registered (swapped for a symlink, moved), `JournalNotRegular`
-    when the journal is not a regular file, `JournalUnreadable` for any other failure to open it.
+    directory is no longer what was registered (swapped for a symlink, moved), `JournalMissing`
+    when the directory is gone, `JournalNotRegular` when the journal is not a regular file,
+    `JournalUnreadable` for any other failure to open it.
     """
     try:
         dir_fd = os.open(book_dir, _DIRECTORY_FLAGS)
     except FileNotFoundError as error:
-        raise JournalUnreadable(f"the book directory is gone: {error.strerror}") from error
+        raise JournalMissing(f"the book directory is gone: {error.strerror}") from error
     except OSError as error:
         if error.errno in (errno_ELOOP, errno_ENOTDIR):
             raise JournalOutsideRoots(

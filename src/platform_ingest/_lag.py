@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _sql
-from ._cursor import LIVE_STATES
+from ._cursor import LIVE_STATES, awaits_lines
 from ._db import Database, Row
 from ._journal import JOURNAL_NAME, file_identity
 
@@ -55,6 +55,18 @@ class Lag:
     """Something is at the journal's path that a pass refuses (not a regular file: a FIFO, a
     symbolic link, a directory) or the journal could not be read: no lag shows, but a pass
     records the book's problem."""
+    journal_missing: bool = False
+    """Nothing is at the journal's path, or the book's directory is gone."""
+    lines_awaited: bool = False
+    """An attempt of the book waits for lines of its journal (`_cursor.awaits_lines`): with the
+    journal missing, the book's problem is `journal_missing`."""
+
+    @property
+    def journal(self) -> str:
+        """What is at the journal's path: `ok`, `missing` or `refused`."""
+        if self.journal_missing:
+            return "missing"
+        return "refused" if self.journal_refused else "ok"
 
     def as_json(self) -> dict[str, Any]:
         """The book's `lag` in `show --json`. The age itself is not in it (it would make two
@@ -63,6 +75,7 @@ class Lag:
             "bytes": self.bytes,
             "lines": self.lines,
             "lines_exact": self.lines_exact,
+            "journal": self.journal,
             "last_applied_at": (
                 None if self.last_applied_at is None else self.last_applied_at.isoformat()
             ),
@@ -118,11 +131,11 @@ def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None 
     """The lag of one book from its row (`_sql.BOOKS_*`) and its attempts' rows
     (`_sql.ATTEMPTS_LAG_OF_BOOKS`)."""
     path = Path(book["path"]) / JOURNAL_NAME
-    refused = False
+    refused = missing = False
     try:
         found = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
-        size, identity = 0, None
+        size, identity, missing = 0, None, True
     except OSError:
         size, identity, refused = 0, None, True
     else:
@@ -138,7 +151,13 @@ def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None 
     if last_applied_at is not None:
         now: datetime = attempts[0]["now"]
         age_s = max(0.0, (now - last_applied_at).total_seconds())
-    return Lag(size - cursor, lines, exact, last_applied_at, age_s, size, cursor, refused)
+    awaited = awaits_lines(
+        (row["state"] for row in attempts),
+        journal_read=book["scan_file"] is not None or not os.path.isdir(book["path"]),
+    )
+    return Lag(
+        size - cursor, lines, exact, last_applied_at, age_s, size, cursor, refused, missing, awaited
+    )
 
 
 def lag_of_books(

@@ -49,6 +49,7 @@ from ._cursor import (
     AttemptView,
     Mode,
     PassProblem,
+    awaits_lines,
 )
 from ._db import Database
 from ._journal import Hint, Journal, open_journal
@@ -62,6 +63,7 @@ from .errors import (
     DatabaseUnavailable,
     DataRefused,
     IngestError,
+    JournalMissing,
     JournalUnreadable,
     ProjectionFailed,
 )
@@ -380,9 +382,18 @@ class _Pass:
         book = self.book
         try:
             opened = open_journal(book.path)
+        except JournalMissing as error:
+            if self._awaits_lines(directory_gone=True):
+                self._book_problem_found(error.kind, str(error))
+                raise
+            opened = None  # nothing awaits its lines: a finished book cleaned away
         except JournalUnreadable as error:
             self._book_problem_found(error.kind, str(error))
             raise
+        if opened is None and self._awaits_lines(directory_gone=False):
+            missing = JournalMissing("the journal is gone while an attempt awaits its lines")
+            self._book_problem_found(missing.kind, str(missing))
+            raise missing
         scan_before = (book.scan, book.scan_stream, book.scan_mode)
         if opened is not None:
             try:
@@ -414,6 +425,14 @@ class _Pass:
                 self.rules.duplicates,
                 problems,
             )
+
+    def _awaits_lines(self, *, directory_gone: bool) -> bool:
+        """Whether an attempt of the book waits for lines of its gone journal (`awaits_lines`;
+        a directory gone took a journal with it)."""
+        return awaits_lines(
+            (attempt.state for attempt in self.state.attempts.values()),
+            journal_read=directory_gone or self.book.scan.file is not None,
+        )
 
     def _book_problem_found(self, kind: BookProblemKind, detail: str) -> None:
         """Record a problem that stops the whole book (shown by `show`), once per kind."""

@@ -50,6 +50,7 @@ from ._journal import Journal, open_journal
 from ._project import apply_verified
 from .errors import (
     CursorMoved,
+    JournalMissing,
     JournalUnreadable,
     LineRefused,
     LineTooLong,
@@ -329,10 +330,14 @@ class _Rebuild:
         behind = [row for row in attempts if tracked_of.get(row["attempt_id"], 0) < row["last_seq"]]
         if not behind:
             return
+        kind: Literal["journal_missing", "journal_unreadable"] = "journal_missing"
         try:
             journal = open_journal(book.path)
+        except JournalMissing as error:
+            journal, why = None, str(error)
         except JournalUnreadable as error:
             journal, why = None, f"the journal could not be opened: {error}"
+            kind = "journal_unreadable"
         else:
             why = "there is no journal at the book's path"
         if journal is None:
@@ -343,7 +348,7 @@ class _Rebuild:
                         row["engine_run_id"],
                         tracked_of.get(row["attempt_id"], 0) + 1,
                         row["last_seq"],
-                        "journal_missing" if "no journal" in why else "journal_unreadable",
+                        kind,
                         why,
                     )
                 )

@@ -26,17 +26,18 @@ from __future__ import annotations
 import getpass
 import hashlib
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
 
 from . import _sql
-from ._books import book_ref, register_book, require_stream_id
-from ._cursor import AttemptState, BookView, ProblemRecord, problem_json
+from ._books import book_ref, register_book, remedied_book, require_stream_id
+from ._cursor import AWAITING_STATES, AttemptState, BookView, ProblemRecord, problem_json
 from ._db import Database, Row
 from ._decode import decode_line
-from ._journal import open_journal
+from ._journal import JOURNAL_NAME, open_journal
 from ._runs import RunState, RunView, StateEffect
 from .errors import (
     CompactedConflict,
@@ -168,7 +169,7 @@ def report_exit(
     if not -255 <= exit_status <= 255:
         raise ConfigError(f"exit status {exit_status} is not one (-255..255; negative: a signal)")
     by = by or default_operator()
-    book = register_book(db, book_dir)
+    book = remedied_book(db, book_dir)
     with db.transaction():
         attempt = _attempt(db, book.book_id, engine_run_id)
         state: AttemptState = attempt["state"]
@@ -195,6 +196,7 @@ def report_exit(
             reason=reason or "the launcher reported the process's exit",
             evidence=evidence,
         )
+        _journal_missing_ended(db, book.book_id)
         db.execute(_sql.BOOK_EPOCH_BUMP, (book.book_id,))
     logger.info(
         "book %s: stream %s exited (%d)", book_ref(book.book_id), engine_run_id, exit_status
@@ -387,21 +389,28 @@ def undisown_stream(
     return Action(action_id, book.book_id, engine_run_id, "foreign", evidence)
 
 
+def _journal_missing_ended(db: Database, book_id: str) -> None:
+    """A remedy left no attempt awaiting lines: the book's `journal_missing` ends with it (a
+    worker passes a gone directory no more, so no pass would clear it)."""
+    db.execute(_sql.BOOK_JOURNAL_MISSING_ENDED, (book_id, book_id, sorted(AWAITING_STATES)))
+
+
 def abandon_attempt(
     db: Database, book_dir: str, engine_run_id: str, *, reason: str, by: str | None = None
 ) -> Action:
     """Give up on one of our attempts; its run fails (`abandoned`) if nothing else can end it."""
     by = by or default_operator()
     _require_reason(reason, by)
-    book = register_book(db, book_dir)
+    book = remedied_book(db, book_dir)
+    journal_gone = not os.path.lexists(os.path.join(book.path, JOURNAL_NAME))
     with db.transaction():
         attempt = _attempt(db, book.book_id, engine_run_id)
         state = attempt["state"]
-        if state not in ABANDONABLE_STATES:
+        if state not in ABANDONABLE_STATES and not (state == "active" and journal_gone):
             raise ConfigError(
                 f"stream {engine_run_id} is {state}; only a "
                 + ", ".join(sorted(ABANDONABLE_STATES))
-                + " attempt can be abandoned"
+                + " attempt can be abandoned (an active one too once its journal is gone)"
             )
         run_moved: tuple[str, str] | None = None
         run_row = db.fetch_all(_sql.RUNS_LOCK, ([attempt["run_id"]],))
@@ -410,6 +419,7 @@ def abandon_attempt(
         db.execute(_sql.ATTEMPT_SET_STATE, ("abandoned", attempt["attempt_id"], state))
         evidence = {
             "attempt_state": state,
+            "journal_gone": journal_gone,
             "last_seq": attempt["last_seq"],
             "error": problem_json(attempt),
             "run_state": None
@@ -419,6 +429,7 @@ def abandon_attempt(
         action_id = record_action(
             db, book.book_id, engine_run_id, "abandon", by=by, reason=reason, evidence=evidence
         )
+        _journal_missing_ended(db, book.book_id)
         db.execute(_sql.BOOK_EPOCH_BUMP, (book.book_id,))
     logger.warning(
         "book %s: stream %s abandoned by an operator", book_ref(book.book_id), engine_run_id

@@ -409,6 +409,11 @@ BOOK_PROBLEMS_CLEAR = _q(
     "book_problems_clear",
     "DELETE FROM book_problems WHERE book_id = %s AND kind = ANY(%s)",
 )
+BOOK_JOURNAL_MISSING_ENDED = _q(
+    "book_journal_missing_ended",
+    """DELETE FROM book_problems WHERE book_id = %s AND kind = 'journal_missing'
+       AND NOT EXISTS (SELECT 1 FROM attempts WHERE book_id = %s AND state = ANY(%s))""",
+)
 BOOK_PROBLEMS_OF_BOOKS = _q(
     "book_problems_of_books",
     """SELECT book_id, kind, detail, path, since, seen_at FROM book_problems

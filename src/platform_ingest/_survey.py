@@ -53,6 +53,9 @@ class Book:
     behind_since: float | None = None
     trouble: str | None = None
     """Why the last pass over the book (or its registration) failed: logged once per episode."""
+    vanished: bool = False
+    """Its directory is gone from its root: one last pass records what that leaves (a
+    `journal_missing` when an attempt awaits lines), then the worker forgets it."""
 
 
 class Survey:
@@ -120,15 +123,25 @@ class Survey:
                 path = root / name
                 if path not in self.books:
                     self.books[path] = Book(path)
+                self.books[path].vanished = False
             for name in listed - names:
                 path = root / name
-                gone = self.books.pop(path, None)
-                if gone is not None:
-                    self.schedule.forget(path)
-                    if gone.book_id and self._by_id.get(gone.book_id) is gone:
-                        del self._by_id[gone.book_id]
+                gone = self.books.get(path)
+                if gone is not None and gone.owned and gone.book_id:
+                    gone.vanished = True
+                    self.schedule.mark(path, "survey", time.monotonic())
+                elif gone is not None:
+                    self.forget(gone)
             self._listed[root] = names
         self._register_new()
+
+    def forget(self, book: Book) -> None:
+        """The book's directory is gone (and its last pass, if it was ours, is done)."""
+        if self.books.get(book.path) is book:
+            del self.books[book.path]
+        self.schedule.forget(book.path)
+        if book.book_id and self._by_id.get(book.book_id) is book:
+            del self._by_id[book.book_id]
 
     def _register_new(self, *, again: bool = False) -> None:
         """Register the books not registered yet, in pages (`register_books`); the new ones this
@@ -205,6 +218,7 @@ class Survey:
             if (
                 lag.lines > 0
                 or lag.journal_refused
+                or (lag.journal_missing and lag.lines_awaited)
                 or row["problem_kinds"]
                 or row["error_kind"] is not None
             ):
@@ -322,7 +336,7 @@ class Survey:
                 tally.age_max = max(tally.age_max, age)
             else:
                 book.behind_since = None
-            if lag.lines > 0 or moved:
+            if lag.lines > 0 or moved or (lag.journal_missing and lag.lines_awaited):
                 self.schedule.mark(book.path, "survey", now)
         if not self._pages:
             self._finish()

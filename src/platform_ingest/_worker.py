@@ -339,6 +339,8 @@ class Worker:
             if due is None or book is None or not book.owned or not book.book_id:
                 continue
             self._pass(book, due)
+            if book.vanished:
+                self.survey.forget(book)
 
     def _pass(self, book: Book, due: Due) -> None:
         metrics = self.metrics
@@ -388,6 +390,8 @@ class Worker:
             # the survey passes this one again when its journal changes.
             reason = type(error).__name__
             metrics.pass_failures.labels(reason).inc()
+            if book.trouble != reason and isinstance(error, JournalUnreadable):
+                metrics.problems.labels(error.kind).inc()  # once per episode, as it is logged
             if book.trouble != reason:
                 self.log.warning(
                     "pass over %s could not finish: %s; the survey tries again", book.ref, reason

@@ -8,6 +8,7 @@
      │    └── ProjectionInvalid                a projection that cannot be loaded or is not one
      ├── NotFound (LookupError)                no such book, run or attempt
      ├── JournalUnreadable (OSError)           the journal could not be opened or read
+     │    ├── JournalMissing                   gone while an attempt awaits its lines
      │    ├── JournalNotRegular                a FIFO, socket, device, directory or symlink
      │    └── JournalOutsideRoots              the book directory was swapped or moved
      ├── StreamProblem                         a problem of the journal, recorded on an attempt
@@ -70,6 +71,7 @@ StreamProblemKind = Literal[
 ]
 """The kinds of a `StreamProblem`: what the rules find in a journal's lines."""
 BookProblemKind = Literal[
+    "journal_missing",
     "journal_unreadable",
     "journal_not_regular",
     "journal_outside_roots",
@@ -140,6 +142,14 @@ class JournalUnreadable(IngestError, OSError):
     """
 
     kind: ClassVar[BookProblemKind] = "journal_unreadable"
+
+
+class JournalMissing(JournalUnreadable):
+    """The book's journal, or its whole directory, is gone while an attempt of the book still
+    awaits lines from it (`pending` after lines were read, `active`, `parked`). Nothing is
+    applied; the problem ends when the journal is put back, or with `exited` or `abandon`."""
+
+    kind = "journal_missing"
 
 
 class JournalNotRegular(JournalUnreadable):

@@ -4,6 +4,9 @@ money, a skip over a compacted range, an undo for `disown`, a book whose directo
 from __future__ import annotations
 
 import hashlib
+import shutil
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from platform_ingest import ConfigError, Database
+from platform_ingest import BookPass, ConfigError, Database, JournalMissing, NotFound
 from platform_ingest._cli import main
 from platform_ingest._compact import compact_quiet
 from platform_ingest._operate import name_stream, release_attempt
@@ -20,9 +23,11 @@ from platform_ingest._rebuild import rebuild
 from platform_ingest._remedies import (
     abandon_attempt,
     disown_stream,
+    report_exit,
     skip_line,
     undisown_stream,
 )
+from platform_ingest._worker import Worker, WorkerSettings
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -287,3 +292,146 @@ def test_name_refuses_an_abandoned_stream(db: Database, make_book: MakeBook) -> 
     abandon_attempt(db, str(book), RUN_A, reason="lost lines")
     with pytest.raises(ConfigError, match="abandoned"):
         name_stream(db, str(book), RUN_A)
+
+
+# --- a book whose directory is gone -------------------------------------------------------------
+
+
+def _problem_kinds(db: Database, book: Path) -> list[str]:
+    return [problem["kind"] for problem in book_state(db, book)["problems"]]
+
+
+def _gone_after_release(db: Database, book: Path) -> None:
+    """The issue's book: quarantined, released, then its directory deleted."""
+    write(book, hello(RUN_A), spend(2, 100), b'{"seq":3,"type":"spend"}\n')
+    sweep(db, book)
+    assert attempts(db, book)[RUN_A]["state"] == "quarantined"
+    release_attempt(db, str(book), RUN_A, reason="the journal was restored")
+    write(book, hello(RUN_A), spend(2, 100))
+    sweep(db, book)
+    assert attempts(db, book)[RUN_A]["state"] == "active"
+    shutil.rmtree(book)
+
+
+def test_a_gone_directory_is_the_books_journal_missing_until_abandon_by_its_path(
+    db: Database, fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A deleted book directory once left `show` saying "running, stream active" with no
+    problem, and `abandon` and `exited` refused the path ("not a directory"): no remedy ended it."""
+    book = make_book("book-1")
+    _gone_after_release(db, book)
+    with pytest.raises(JournalMissing):
+        BookPass(db, "book-1").run()  # a worker passes a registered book by its id
+    shown = book_state(db, book)
+    assert _problem_kinds(db, book) == ["journal_missing"]
+    assert shown["lag"]["journal"] == "missing"
+    assert shown["runs"][0]["state"] == "running"
+    report = rebuild(db, Recording(), ["book-1"])
+    assert [entry["reason"] for entry in report.as_json()["cannot_replay"]] == ["journal_missing"]
+
+    capsys.readouterr()
+    argv = ["--dsn", fresh_dsn, "abandon", str(book), RUN_A, "--reason", "the book was deleted"]
+    assert main(argv) == 0, capsys.readouterr().err
+    shown = book_state(db, book)
+    assert shown["problems"] == []
+    assert attempts(db, book)[RUN_A]["state"] == "abandoned"
+    assert shown["runs"][0]["state"] == "failed"
+    assert [action["action"] for action in shown["actions"]] == ["release", "abandon"]
+    assert shown["actions"][-1]["evidence"]["journal_gone"] is True
+
+
+def test_exited_ends_a_gone_books_journal_missing_by_its_id(
+    db: Database, make_book: MakeBook
+) -> None:
+    book = make_book("book-1")
+    _gone_after_release(db, book)
+    with pytest.raises(JournalMissing):
+        BookPass(db, "book-1").run()
+    report_exit(db, "book-1", RUN_A, -9)
+    shown = book_state(db, book)
+    assert shown["problems"] == []
+    assert (shown["runs"][0]["state"], shown["runs"][0]["reason"]) == ("failed", "signal_9")
+    with pytest.raises(NotFound, match="neither a directory nor"):
+        report_exit(db, "no-such-book", RUN_A, 0)
+
+
+def test_a_deleted_journal_is_missing_while_an_attempt_awaits_its_lines(
+    db: Database, make_book: MakeBook
+) -> None:
+    """The directory stays, `events.jsonl` is deleted under an active attempt: `journal_missing`
+    until the journal is put back, and then the lines after the cursor apply."""
+    book = make_book("book-1")
+    lines = [hello(RUN_A), spend(2, 100)]
+    write(book, *lines)
+    sweep(db, book)
+    (book / "events.jsonl").unlink()
+    with pytest.raises(JournalMissing, match="awaits"):
+        sweep(db, book)
+    assert _problem_kinds(db, book) == ["journal_missing"]
+    write(book, *lines, spend(3, 300))
+    sweep(db, book)
+    assert _problem_kinds(db, book) == []
+    assert book_state(db, book)["runs"][0]["committed_micro_usd"] == 300
+
+
+def test_no_journal_yet_or_a_finished_book_cleaned_away_is_no_problem(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A stream named before its engine wrote anything has no journal to miss; nor has a book
+    whose streams all ended, when its directory is cleaned away."""
+    waiting = make_book("book-1")
+    name_stream(db, str(waiting), RUN_A)
+    sweep(db, waiting, auto=False)
+    assert _problem_kinds(db, waiting) == []
+    assert book_state(db, waiting)["lag"]["journal"] == "missing"
+
+    done = make_book("book-2")
+    write(done, hello(RUN_B, book="book-2"), spend(2, 5), finished(3, money=5))
+    sweep(db, done)
+    shutil.rmtree(done)
+    BookPass(db, "book-2").run()
+    assert _problem_kinds(db, done) == []
+
+
+def test_a_worker_records_journal_missing_for_a_directory_gone_from_its_root(
+    fresh_dsn: str, db: Database, tmp_path: Path
+) -> None:
+    """The worker once forgot a book whose directory left its root, so nothing recorded the
+    problem: it passes such a book once more, then forgets it."""
+    root = tmp_path / "books"
+    book = root / "book-1"
+    book.mkdir(parents=True)
+    write(book, hello(RUN_A), spend(2, 100))
+    worker = Worker(
+        fresh_dsn,
+        WorkerSettings(roots=[root], survey_interval_s=0.1, compact_quiet_s=None),
+        worker_id="w-gone",
+    )
+    thread = threading.Thread(target=worker.run, name="worker")
+    thread.start()
+    try:
+        _wait_for(lambda: _applied_by_the_worker(db, book))
+        shutil.rmtree(book)
+        _wait_for(lambda: _problem_kinds(db, book) == ["journal_missing"])
+        _wait_for(lambda: root / "book-1" not in worker.survey.books)
+        assert worker.metrics.registry.get_sample_value(
+            "platform_ingest_problems_total", {"kind": "journal_missing"}
+        )
+    finally:
+        worker.request_stop()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+
+
+def _applied_by_the_worker(db: Database, book: Path) -> bool:
+    try:
+        return attempts(db, book)[RUN_A]["last_seq"] == 2
+    except (NotFound, KeyError):  # not registered, or not passed, yet
+        return False
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.05)

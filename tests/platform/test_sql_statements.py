@@ -100,6 +100,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "book_scan_reset": ("book-00042",),
     "book_problem_set": ("book-00042", "journal_not_regular", "a FIFO", None),
     "book_problems_clear": ("book-00042", ["journal_not_regular", "database_refused"]),
+    "book_journal_missing_ended": ("book-00042", "book-00042", ["active", "parked", "pending"]),
     "book_problems_of_books": (["book-00042", "book-00043"],),
     "books_page": ("book-00042", 500),
     "books_by_id": (["book-00042", "book-00043"],),
