@@ -60,9 +60,9 @@ gone is the book's `journal_missing` (a `pending` one only once the journal was 
 
 def awaits_lines(states: Iterable[AttemptState], *, journal_read: bool) -> bool:
     """Whether a book whose attempts are in these states waits for lines of its journal: an
-    attempt `active` or `parked`, or `pending` once the journal was read (a `pending` attempt of
-    a book whose engine has not written yet has no journal to miss). Such a book with its journal
-    gone has the problem `journal_missing`."""
+    attempt `active` or `parked`, or `pending` once the journal was read (a line of the book
+    applied, or passed; a `pending` attempt of a book whose engine has not written yet has no
+    journal to miss). Such a book with its journal gone has the problem `journal_missing`."""
     return any(
         state in AWAITING_STATES and (state != "pending" or journal_read) for state in states
     )

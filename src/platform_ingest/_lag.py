@@ -153,7 +153,9 @@ def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None 
         age_s = max(0.0, (now - last_applied_at).total_seconds())
     awaited = awaits_lines(
         (row["state"] for row in attempts),
-        journal_read=book["scan_file"] is not None or not os.path.isdir(book["path"]),
+        journal_read=book["scan_file"] is not None
+        or last_applied_at is not None
+        or not os.path.isdir(book["path"]),
     )
     return Lag(
         size - cursor, lines, exact, last_applied_at, age_s, size, cursor, refused, missing, awaited

@@ -429,9 +429,12 @@ class _Pass:
     def _awaits_lines(self, *, directory_gone: bool) -> bool:
         """Whether an attempt of the book waits for lines of its gone journal (`awaits_lines`;
         a directory gone took a journal with it)."""
+        attempts = self.state.attempts.values()
         return awaits_lines(
-            (attempt.state for attempt in self.state.attempts.values()),
-            journal_read=directory_gone or self.book.scan.file is not None,
+            (attempt.state for attempt in attempts),
+            journal_read=directory_gone
+            or self.book.scan.file is not None
+            or any(attempt.last_seq > 0 for attempt in attempts),
         )
 
     def _book_problem_found(self, kind: BookProblemKind, detail: str) -> None:

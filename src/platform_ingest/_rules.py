@@ -384,8 +384,10 @@ class StreamRules:
                     f"a line before any hello: {problem.detail}", seq=problem.seq, offset=offset
                 )
             )
-        elif followed is not None and followed.state == "finished":
-            # Not certainly the finished stream's (it cannot be read): a later stream's, or none.
+        elif followed is not None and followed.state == "finished" and problem.seq is None:
+            # Not certainly the finished stream's (not even its seq can be read): a later
+            # stream's, or none. One whose seq can be read lies in the finished stream's part of
+            # the file: a changed line of it, or a new seq after its end, and it is that stream's.
             self._book_problem(
                 LineOutsideStream(
                     f"a line after a finished stream: {problem.detail}",

@@ -79,6 +79,26 @@ def test_an_unreadable_line_after_finished_never_changes_the_finished_stream(
     assert "after a finished stream" in error["detail"]
 
 
+def test_a_finished_streams_line_changed_into_a_malformed_one_quarantines_it(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A line whose seq can be read lies in the finished stream's part of the file. Kept as the
+    book's evidence instead, it passed unseen once the book already held an earlier one."""
+    book = make_book("book-1")
+    lines = [hello(RUN_A), spend(2, 10), finished(3, money=10)]
+    write(book, *lines, b"{not json\n")
+    sweep(db, book)
+    assert book_state(db, book)["error"]["offset"] == sum(map(len, lines))
+    changed = lines[2].replace(b'"time":"', b'"time":"x', 1)
+    replaced = book / "events.jsonl.new"
+    replaced.write_bytes(b"".join([*lines[:2], changed, b"{not json\n"]))
+    replaced.replace(book / "events.jsonl")
+    sweep(db, book)
+    attempt = _attempts(db, book)[RUN_A][1]
+    assert attempt["state"] == "quarantined"
+    assert (attempt["error"]["kind"], attempt["error"]["seq"]) == ("malformed", 3)
+
+
 def _hello_data(run: str, version: str = "1.3") -> dict[str, str]:
     return {
         "stream_version": version,

@@ -131,6 +131,17 @@ OPERATIONS = [
     "prune",
     "rebuild",
 ]
+MENDS: dict[str, list[str]] = {
+    "quarantined": ["skip", "skip", "release", "abandon"],
+    "stalled": ["release", "abandon"],
+    "refused": ["release", "abandon"],
+    "parked": ["name", "disown", "abandon"],
+    "disowned": ["undisown", "name"],
+    "pending": ["exited", "abandon"],
+    "active": ["exited", "repair"],
+    "exited": ["repair", "abandon"],
+}
+"""The remedies that fit each attempt state (`mend`: an operator ending what stands)."""
 BATCH_LINES = 20_000
 """The pass's own batch size; sweeps also run with tiny batches, to commit mid-stream."""
 
@@ -277,6 +288,8 @@ class RemediesLife(RuleBasedStateMachine):
         self.skipped: dict[tuple[str, int], set[str]] = collections.defaultdict(set)
         """The sha256 of the lines an operator skipped, by stream and seq."""
         self.undisowned: set[str] = set()
+        self.focus: str | None = None
+        """The stream a `mend` is for: its remedy acts on it when it fits."""
         self.before: dict[str, Any] = EMPTY_BOOK
         # What the step did, for the checks after it.
         self.read: Read | None = None
@@ -366,7 +379,8 @@ class RemediesLife(RuleBasedStateMachine):
         if result is None:
             _note(f"refused: {name}")
             if os.environ.get("REMEDIES_MODEL_WHY"):
-                _note(f"refused: {name}: {self.refusal[:90]}")
+                with open(os.environ["REMEDIES_MODEL_WHY"], "a") as why:
+                    why.write(f"{name}: {self.refusal.strip()[:160]}\n")
             if self._shown() != before:
                 self._violation("a refused remedy changed the state", self.refusal)
             return None
@@ -376,6 +390,8 @@ class RemediesLife(RuleBasedStateMachine):
     def _pick(self, data: st.DataObject, troubled: list[str] | None = None) -> str:
         """A stream to act on: one in trouble, one of the engine's, or (now and then) one that
         nobody launched."""
+        if self.focus is not None and troubled and self.focus in troubled:
+            return self.focus
         if troubled and data.draw(st.integers(0, 3), label="a stream in trouble unless") > 0:
             return data.draw(st.sampled_from(troubled), label="stream")
         if not self.streams or data.draw(st.integers(0, 7), label="a stranger unless") == 0:
@@ -460,6 +476,30 @@ class RemediesLife(RuleBasedStateMachine):
         followed by the next pass over the book."""
         operation: Callable[[st.DataObject, bool], None] = getattr(self, f"_{what}")
         operation(data, via_cli)
+        if then_sweep:
+            self._sweep(via_cli=False, batch_lines_max=BATCH_LINES)
+
+    def _mendable(self) -> list[tuple[str, str]]:
+        """The attempts in a state some remedy ends: (stream, state)."""
+        return [
+            (stream, attempt["state"])
+            for stream, attempt in _attempts(self.before).items()
+            if attempt["state"] in MENDS
+        ]
+
+    @precondition(lambda self: bool(self._mendable()))
+    @rule(data=st.data(), via_cli=st.booleans(), then_sweep=st.booleans())
+    def mend(self, data: st.DataObject, via_cli: bool, then_sweep: bool) -> None:
+        """An operator's remedy that fits a state that stands, on that attempt's stream: so that
+        remedies run on the states they end, not only to be refused."""
+        self.focus, state = data.draw(st.sampled_from(self._mendable()), label="attempt")
+        what = data.draw(st.sampled_from(MENDS[state]), label="remedy")
+        operation: Callable[[st.DataObject, bool], None] = getattr(self, f"_{what}")
+        try:
+            operation(data, via_cli)
+        finally:
+            self.focus = None
+        _note(f"mend {state} by {what}")
         if then_sweep:
             self._sweep(via_cli=False, batch_lines_max=BATCH_LINES)
 
@@ -702,6 +742,7 @@ class RemediesLife(RuleBasedStateMachine):
         if (
             was is not None
             and was["state"] == "disowned"
+            and self.present  # a gone directory is refused before any stream is looked at
             and (done is not None or "undisown" not in self.refusal)
         ):
             self._violation(
@@ -1038,8 +1079,8 @@ def test_remedies_in_any_order_keep_money_and_changed_lines_shown(
         tmp_path,
         settings(
             settings.default,
-            max_examples=40,
-            stateful_step_count=30,
+            max_examples=60,
+            stateful_step_count=40,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
