@@ -3,7 +3,7 @@
 
 `engine_events` and `platform_ingest` are deployed apart and share no code: each has its own reader.
 The vectors pin the verdicts the contract names; these tests look for lines where the readers
-disagree. The generators aim at the edges of SPEC § 3 as this project reads it: strings of any
+disagree. The generators aim at the edges of the line's rules (docs/reference/stream-format.md): strings of any
 content (U+0000, multi-byte characters) and of sizes around their byte bounds, keys repeated or out
 of order, whitespace between tokens, other writers' escapes, impossible times, done > total.
 """
@@ -45,11 +45,11 @@ def test_the_two_sides_bounds_are_the_same_numbers() -> None:
     assert engine_events_module.STREAM_MAJOR == platform_decoder.STREAM_MAJOR
 
 
-def assert_all_agree(raw: bytes) -> str:
-    engine = engine_verdict(raw)
-    assert engine == platform_verdict(raw), raw[:300]
+def assert_all_agree(raw: bytes, stream_version: str = "1.3") -> str:
+    engine = engine_verdict(raw, stream_version)
+    assert engine == platform_verdict(raw, stream_version), raw[:300]
     if raw.count(b"\n") == 1:  # one line of a journal (verify splits at every newline)
-        assert engine == verify_verdict(raw), raw[:300]
+        assert engine == verify_verdict(raw, stream_version=stream_version), raw[:300]
     return engine
 
 
@@ -243,6 +243,66 @@ def contract_shaped_lines(draw: st.DrawFn) -> bytes:
     if style == "spaced":
         written.insert(draw(st.integers(0, len(written))), draw(WHITESPACE))
     return "".join(written).encode("utf-8", "surrogatepass") + b"\n"
+
+
+STREAM_VERSIONS = st.sampled_from(["1.3", "1.4", "1.9"])
+"""Two minors the readers know, and a newer one: its lines may carry envelope keys they do not."""
+
+
+@st.composite
+def enveloped_lines(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A contract-shaped line, and the same line with keys after `data` (a newer minor's trace
+    id, a span): any names, any JSON values, written in any of the ways above."""
+    raw = draw(contract_shaped_lines())
+    if not raw.endswith(b"}\n"):
+        return raw, raw
+    extra = draw(
+        st.lists(
+            st.tuples(
+                any_strings | st.sampled_from(["trace", "span", "seq", "data"]),
+                json_scalars
+                | st.dictionaries(any_strings, json_scalars, max_size=2)
+                | st.lists(json_scalars, max_size=2),
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    style = draw(st.sampled_from(["orjson", "ascii", "duplicates"]))
+    members = "".join(
+        "," + scalar(key, style) + ":" + "".join(draw(tokens(value, style))) for key, value in extra
+    )
+    return raw, raw[:-2] + members.encode("utf-8", "surrogatepass") + b"}\n"
+
+
+@given(enveloped_lines(), STREAM_VERSIONS)
+def test_a_newer_minors_envelope_keys_are_ignored_by_every_reader(
+    lines: tuple[bytes, bytes], stream_version: str
+) -> None:
+    """The three readers agree on a line with envelope keys after `data`, in a stream of each
+    version. A minor they know keeps the envelope exactly seq, type, time, data: such a line is
+    malformed. In a newer minor the keys are ignored: the line reads as it does without them,
+    unless the keys themselves break a rule (a key twice, U+0000, not compact)."""
+    plain, enveloped = lines
+    verdict = assert_all_agree(enveloped, stream_version)
+    if plain == enveloped:
+        return
+    without = assert_all_agree(plain, stream_version)
+    if stream_version != "1.9":
+        assert verdict == "malformed"
+    elif verdict == "ok":
+        assert without == "ok"
+
+
+def test_a_newer_minors_line_with_a_trace_reads_in_every_reader() -> None:
+    """The issue's line: a 1.9 stream's `unit_done` with a `trace` after `data`."""
+    line = (
+        b'{"seq":4,"type":"unit_done","time":"2026-11-30T02:08:57.213Z",'
+        b'"data":{"unit":"u-4","index":4},"trace":{"x":1}}\n'
+    )
+    assert assert_all_agree(line, "1.9") == "ok"
+    assert assert_all_agree(line, "1.4") == "malformed"
+    assert assert_all_agree(line, "1.3") == "malformed"
 
 
 @given(contract_shaped_lines())
@@ -562,7 +622,13 @@ def test_every_line_the_emitter_writes_every_reader_accepts(
 
 @settings(max_examples=20_000)
 @pytest.mark.slow
-@given(contract_shaped_lines() | st.binary(max_size=400).map(lambda b: b + b"\n"))
-def test_verdicts_agree_thoroughly(raw: bytes) -> None:
-    """The same differential check at a fuzzing budget (run with --run-slow)."""
-    assert_all_agree(raw)
+@given(
+    contract_shaped_lines()
+    | enveloped_lines().map(lambda lines: lines[1])
+    | st.binary(max_size=400).map(lambda b: b + b"\n"),
+    STREAM_VERSIONS,
+)
+def test_verdicts_agree_thoroughly(raw: bytes, stream_version: str) -> None:
+    """The same differential check at a fuzzing budget (run with --run-slow), envelope keys and
+    a newer minor's streams included."""
+    assert_all_agree(raw, stream_version)

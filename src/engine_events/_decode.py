@@ -1,8 +1,9 @@
 """Reading a journal line back: the engine side's own reader, used by `verify`, `watch` and `status`.
 
-It accepts what the stream's minor versions may add (unknown fields, unknown event types) and refuses
-what no 1.x writer produces: a line that is not one compact JSON object with exactly the keys seq,
-type, time, data in that order, a key twice in any object, U+0000 in any string or key, an
+It accepts what the stream's minor versions may add (unknown fields, unknown event types, and in a
+stream of a minor newer than it knows, envelope keys after `data`) and refuses what no 1.x writer
+produces: a line that is not one compact JSON object with the keys seq, type, time, data in that
+order (and no other, in a stream of a minor it knows), a key twice in any object, U+0000 in any string or key, an
 impossible time, a string of a known field over its byte bound, a phase with done > total. Its
 verdicts are pinned by the shared test vectors in `tests/vectors/`, which the platform's separate
 decoder must reach too; a differential test looks for lines where the two readers disagree.
@@ -41,6 +42,11 @@ class _TimeMemo:
     last: object = object()  # equal to no JSON value until a valid time is seen
 
 
+STREAM_MINOR_KNOWN = 4
+"""The newest minor of `STREAM_MAJOR` this reader knows (1.4). A stream of a newer minor may carry
+envelope keys after `data`: they are ignored (`decode_stream_line`), and `verify` notes them."""
+
+
 @dataclass(frozen=True)
 class Line:
     """One decoded line. `raw` is its exact bytes, newline included."""
@@ -50,13 +56,53 @@ class Line:
     time: str
     data: dict[str, Any]
     raw: bytes
+    ignored_keys: tuple[str, ...] = ()
+    """Envelope keys after `data` of a newer minor's line, ignored (`decode_stream_line`)."""
 
 
-def decode_line(raw: bytes) -> Line:
+class _WrongKeys(MalformedLine):
+    """The envelope's keys are not exactly seq, type, time, data in that order."""
+
+
+def decode_stream_line(raw: bytes, stream_version: str | None) -> Line:
+    """`decode_line` for a line of a stream of `stream_version` (None: not known; a hello names
+    its own). In a stream of a minor newer than this reader knows, keys after `data` in the
+    envelope are ignored (kept in `ignored_keys`), as unknown `data` fields are; every other rule
+    still holds for them. A stream of a minor this reader knows keeps the envelope exactly."""
+    try:
+        return decode_line(raw)
+    except _WrongKeys as strict:
+        newer = stream_version is not None and is_newer_minor(stream_version)
+        try:
+            line = decode_line(raw, newer_minor=True)
+        except MalformedLine:
+            if newer:
+                raise
+            raise strict from None
+        if line.type == "hello":
+            version = line.data["stream_version"]  # a hello names its own stream's version
+            newer = isinstance(version, str) and is_newer_minor(version)
+        if newer:
+            return line
+        raise strict from None
+
+
+def is_newer_minor(version: str) -> bool:
+    """Whether `version` is of this reader's major and of a minor newer than it knows."""
+    match = _VERSION.fullmatch(version)
+    return (
+        match is not None
+        and int(match.group(1)) == STREAM_MAJOR
+        and int(match.group(2)) > STREAM_MINOR_KNOWN
+    )
+
+
+def decode_line(raw: bytes, *, newer_minor: bool = False) -> Line:
     """Decode one complete line (ending in `\\n`); raise `MalformedLine`.
 
     A hello of another major is returned with only its version and stream id checked: the caller
-    refuses it with `require_supported`, keeping the stream id for its report.
+    refuses it with `require_supported`, keeping the stream id for its report. With
+    `newer_minor`, keys after `data` in the envelope are allowed (see `decode_stream_line`).
     """
     if len(raw) > LINE_BYTES_MAX:
         raise MalformedLine(f"line of {len(raw)} bytes exceeds {LINE_BYTES_MAX}")
@@ -82,8 +128,9 @@ def decode_line(raw: bytes) -> Line:
     # forms) gets the precise look.
     if orjson.dumps(value) != body:
         _check_compact(body)
-    if tuple(value) != _FRAME_KEYS:
-        raise MalformedLine(
+    keys = tuple(value)
+    if keys != _FRAME_KEYS and not (newer_minor and keys[:4] == _FRAME_KEYS):
+        raise _WrongKeys(
             f"the line's keys must be exactly seq, type, time, data, in that order: {_keys(value)}"
         )
     # U+0000 can only arrive as the escape; an escaped backslash followed by `u0000` is not it.
@@ -113,7 +160,7 @@ def decode_line(raw: bytes) -> Line:
             raise MalformedLine(f"{kind}: {error}") from error
     if kind == "hello" and seq != 1 and _major(data["stream_version"]) == STREAM_MAJOR:
         raise MalformedLine(f"hello must carry seq 1, got {seq}")
-    return Line(seq=seq, type=kind, time=time, data=data, raw=raw)
+    return Line(seq=seq, type=kind, time=time, data=data, raw=raw, ignored_keys=keys[4:])
 
 
 def require_supported(hello: Line) -> None:

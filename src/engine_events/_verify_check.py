@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from ._decode import Line, decode_line, require_supported
+from ._decode import Line, decode_stream_line, require_supported
 from ._line import LINE_BYTES_MAX
 from ._lines import LineReader, RawLine
 from ._regular_file import not_regular, open_regular
@@ -30,6 +30,8 @@ DIGEST_BYTES = hashlib.sha256().digest_size
 DIGEST_BUFFER_BYTES_MAX = 256 * 1024
 """Digests held in memory before they are spilled to the temporary file."""
 DETAIL_CHARS_MAX = 240
+IGNORED_KEYS_MAX = 16
+"""A stream's report names at most this many envelope keys it ignored."""
 """A problem's detail is cut to this length: it may quote a value of the line, which may be huge."""
 
 
@@ -62,10 +64,20 @@ class StreamReport:
     duplicates: int = 0
     """Byte-identical repeats of an earlier seq (harmless: the stream is at-least-once)."""
     problem: Problem | None = None
+    stream_version: str | None = None
+    """The version its hello names (None: no readable hello)."""
+    ignored_keys: list[str] = field(default_factory=list)
+    """Envelope keys after `data` that this reader does not know, met in lines of a stream of a
+    newer minor and ignored there: a note, not a problem (the first `IGNORED_KEYS_MAX`)."""
 
     @property
     def verdict(self) -> Verdict:
         return "ok" if self.problem is None else self.problem.verdict
+
+    def ignored(self, keys: tuple[str, ...]) -> None:
+        for key in keys:
+            if key not in self.ignored_keys and len(self.ignored_keys) < IGNORED_KEYS_MAX:
+                self.ignored_keys.append(_cut(key))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +87,8 @@ class StreamReport:
             "lines": self.lines,
             "duplicates": self.duplicates,
             "problem": None if self.problem is None else self.problem.to_json(),
+            "stream_version": self.stream_version,
+            "ignored_keys": self.ignored_keys,
         }
 
 
@@ -253,8 +267,10 @@ class _Checker:
             detail = f"line of {entry.size_bytes} bytes exceeds the limit of {LINE_BYTES_MAX} bytes"
             failure = LineError(detail)
         else:
+            current = self._current
+            version = None if current is None else current.report.stream_version
             try:
-                line = decode_line(entry.raw)
+                line = decode_stream_line(entry.raw, version)
             except LineError as error:
                 failure = error
 
@@ -289,6 +305,8 @@ class _Checker:
             self._judge(stream, hello, number, offset)
             return
         stream.report.lines += 1
+        stream.report.stream_version = hello.data["stream_version"]
+        stream.report.ignored(hello.ignored_keys)
         try:
             require_supported(hello)
         except LineError as error:
@@ -325,6 +343,8 @@ class _Checker:
             return
         stream.remember(line.seq, hashlib.sha256(line.raw).digest(), self._store)
         report.last_seq = line.seq
+        if line.ignored_keys:
+            report.ignored(line.ignored_keys)
         if line.type == "finished":
             stream.finished_seq = line.seq
 

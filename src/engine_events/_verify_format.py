@@ -34,6 +34,12 @@ def format_text(report: JournalReport) -> str:
             out.append(f"  {stream.engine_run_id}: ok — {counts}")
         else:
             out.append(f"  {stream.engine_run_id}: {_describe(stream.problem)} ({counts})")
+    for stream in report.streams:
+        if stream.ignored_keys:
+            out.append(
+                f"  note: {stream.engine_run_id} is a stream {stream.stream_version}, newer than "
+                f"this reader knows; envelope keys ignored: {', '.join(stream.ignored_keys)}"
+            )
     if report.torn_tail is not None:
         tail = report.torn_tail
         out.append(

@@ -42,7 +42,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from ._decode import Line, decode_line, require_supported
+from ._decode import Line, decode_stream_line, require_supported
 from ._journal_file import JOURNAL_FILE_NAME
 from ._line import LINE_BYTES_MAX
 from ._lines import LineReader
@@ -161,7 +161,7 @@ class BookView:
             self._problem(f"{where}: longer than {LINE_BYTES_MAX} bytes")
             return
         try:
-            line = decode_line(raw)
+            line = decode_stream_line(raw, self.stream_version)
         except LineError as error:
             self._problem(f"{where}: {error.kind}: {error.reason}")
             return

@@ -11,8 +11,10 @@ read as zero.
 
 Everything a line may hold must be storable in Postgres: no U+0000 in any string or key (text and
 jsonb cannot hold it), the strings of known fields within their byte bounds. And a line is one
-compact object with exactly the keys seq, type, time, data in that order, no key twice in any
-object (the JSON parser would silently keep the last one).
+compact object with the keys seq, type, time, data in that order, no key twice in any object (the
+JSON parser would silently keep the last one). Those four are all its keys, except in a stream of
+a minor newer than this reader knows, whose envelope may go on with keys it ignores
+(`decode_stream_line`).
 
 A line as the emitter writes it takes a fast path, a few checks of its parsed value; any other line
 is judged rule by rule, so that its refusal is that of the first rule it breaks (`decode_line`).
@@ -57,6 +59,9 @@ NESTING_DEPTH_MAX = 64
 
 STREAM_MAJOR = 1
 """The one stream major this reader speaks; any minor of it is read."""
+STREAM_MINOR_KNOWN = 4
+"""The newest minor of `STREAM_MAJOR` this reader knows (1.4). A stream of a newer minor may carry
+envelope keys after `data` that this reader does not know: they are ignored (`decode_stream_line`)."""
 SUPPORTED_MAJORS: frozenset[int] = frozenset({STREAM_MAJOR})
 """The stream majors this platform reads. A stream of any other major is refused, nothing of it
 applied; a pass re-reads it on its own once the platform is upgraded to read its major."""
@@ -275,8 +280,43 @@ def _remember_skeleton(raw: bytes, kind: str, data: dict[str, Any]) -> None:
     _SKELETONS[raw.translate(_DIGITS_AS_ZERO)] = still_to_judge
 
 
-def _decode_precisely(raw: bytes) -> Line:
-    """Judge a line rule by rule, in this order, and raise the refusal of the first it breaks."""
+def decode_stream_line(raw: bytes, stream_version: str | None) -> Line:
+    """`decode_line` for a line of a stream of `stream_version` (None: not known; a hello names
+    its own). A stream of a minor newer than this reader knows may carry keys after `data` in
+    its envelope: they are ignored, as unknown `data` fields are, and every other rule holds for
+    them (compact, no key twice, no U+0000, the nesting bound). A stream of a minor this reader
+    knows keeps the envelope exactly seq, type, time, data."""
+    try:
+        return decode_line(raw)
+    except WrongKeys as strict:
+        newer = stream_version is not None and is_newer_minor(stream_version)
+        try:
+            line = _decode_precisely(raw, newer_minor=True)
+        except LineRefused:
+            if newer:
+                raise
+            raise strict from None
+        if line.type == "hello":
+            version = line.data["stream_version"]  # a hello names its own stream's version
+            newer = type(version) is str and is_newer_minor(version)
+        if newer:
+            return line
+        raise strict from None
+
+
+def is_newer_minor(version: str) -> bool:
+    """Whether `version` is of this reader's major and of a minor newer than it knows."""
+    match = _VERSION.fullmatch(version)
+    return (
+        match is not None
+        and int(match.group(1)) == STREAM_MAJOR
+        and int(match.group(2)) > STREAM_MINOR_KNOWN
+    )
+
+
+def _decode_precisely(raw: bytes, *, newer_minor: bool = False) -> Line:
+    """Judge a line rule by rule, in this order, and raise the refusal of the first it breaks.
+    With `newer_minor`, keys after `data` in the envelope are allowed (and ignored)."""
     if len(raw) > LINE_BYTES_MAX:
         raise LineTooLong(len(raw), LINE_BYTES_MAX)
     if raw[-1:] != b"\n":
@@ -304,7 +344,8 @@ def _decode_precisely(raw: bytes) -> Line:
     body = raw[:-1]
     if orjson.dumps(value) != body:
         _check_compact(body, value)
-    if tuple(value) != _FRAME_KEYS:
+    keys = tuple(value)
+    if keys != _FRAME_KEYS and not (newer_minor and keys[:4] == _FRAME_KEYS):
         raise WrongKeys(
             "the line's keys must be exactly seq, type, time, data, in that order",
             seq=_seq_of(value),

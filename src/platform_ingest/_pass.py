@@ -375,7 +375,7 @@ class _Pass:
         report.lines_read = rules.lines_read
         report.problems = self.found + rules.problems
         report.duplicates, report.parked = rules.duplicates, rules.parked
-        report.unverified_duplicates = rules.unverified
+        report.unverified_duplicates = rules.unverified_duplicates
         return report
 
     def _run(self) -> None:

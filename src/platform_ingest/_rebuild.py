@@ -44,7 +44,7 @@ from . import _sql
 from ._books import book_ref, load_book
 from ._cursor import BookView, compacted_digest
 from ._db import Database, Row
-from ._decode import Line, decode_line
+from ._decode import Line, decode_stream_line
 from ._defaults import REBUILD_BATCH_EVENTS_MAX as BATCH_EVENTS_MAX
 from ._journal import Journal, open_journal
 from ._project import apply_verified
@@ -188,6 +188,7 @@ class _StreamLines:
         self.attempt_id: int = attempt["attempt_id"]
         self.engine_run_id: str = attempt["engine_run_id"]
         self.compacted_seq: int = attempt["compacted_seq"]
+        self.stream_version: str | None = attempt["stream_version"]
         start = max(0, (attempt["stream_index"] or 1) - 1)
         self.journal = journal
         self.start = start
@@ -208,7 +209,8 @@ class _StreamLines:
             if isinstance(raw, LineTooLong):
                 continue
             try:
-                line = decode_line(raw)
+                ours = section == self.engine_run_id
+                line = decode_stream_line(raw, self.stream_version if ours else None)
             except LineRefused:
                 if section == self.engine_run_id:
                     yield None, raw, None

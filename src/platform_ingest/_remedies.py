@@ -6,7 +6,7 @@ evidence it overrode — written in the same transaction as the change it makes,
 an operator-named, audited step over exactly one item, never a silent one.
 
 - `exited`: the launcher reports a process's exit status (negative: a signal). Without a
-  `finished`, the run takes § 4's reading of it; a `finished` read later wins, and both are kept.
+  `finished`, the run takes its exit code's reading (docs/reference/exit-codes.md); a `finished` read later wins, and both are kept.
 - `skip`: a quarantined line, named by its seq and the sha256 of its bytes, is passed with no
   effect; only that line (another line at that seq is still a conflict).
 - `disown`: a foreign stream that is truly not ours stops parking the book, and none of its
@@ -269,6 +269,16 @@ def skip_line(
         expected = error.seq if error.seq is not None else attempt["last_seq"] + 1
         if seq != expected:
             raise ConfigError(f"the quarantined line is at seq {expected}, not {seq}")
+        for _, skipped_seq, skipped in db.fetch_tuples(
+            _sql.LINE_SKIPS_OF_ATTEMPTS, ([attempt["attempt_id"]],)
+        ):
+            if skipped_seq == seq:
+                raise ConfigError(
+                    f"seq {seq} of stream {engine_run_id} already has a skipped line (sha256 "
+                    f"{bytes(skipped).hex()}); this is another line at that seq, and a skip "
+                    "passes one line only. Put the journal back and `release` the stream, or "
+                    "`abandon` it"
+                )
         if error.offset is None:
             raise ConfigError("the quarantine names no byte offset: nothing to skip")
         found = _line_at(book.path, error.offset)

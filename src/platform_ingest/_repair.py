@@ -6,7 +6,7 @@ interpreter when there is one, else the one on `PATH`), which takes the engine's
 waiting: while an engine is live it exits 12 with `{"error": "project_locked"}` and the repair is
 refused (`EngineLive`). Otherwise it prints the engine's ledger, and the run of its latest stream
 gets `settled_micro_usd` = the engine's committed spend and the outcome it reports (`finished`
-read through § 4; a `ceiling` without `finished` pauses; neither means the process stopped
+read through the exit code table (docs/reference/exit-codes.md); a `ceiling` without `finished` pauses; neither means the process stopped
 without finishing, which reads as `failed`, reason `no_finished`).
 
 The run settled is always the run of the stream the engine names as its latest; a stream Postgres

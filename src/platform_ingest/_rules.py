@@ -47,7 +47,7 @@ from ._cursor import (
     ProblemRecord,
     state_for_problem,
 )
-from ._decode import Line, decode_line, reads_major
+from ._decode import Line, decode_line, decode_stream_line, reads_major
 from ._journal import Hint
 from ._runs import RunView, StateEffect
 from .errors import (
@@ -64,6 +64,7 @@ from .errors import (
     SequenceGap,
     StreamProblem,
     UnsupportedVersion,
+    WrongKeys,
 )
 
 
@@ -261,9 +262,19 @@ class StreamRules:
         digest = sha256(raw).digest()
         try:
             line = decode_line(raw)
-        except LineRefused as problem:
-            problem.offset = offset
-            return self._take_refused(offset, problem, digest, size)
+        except LineRefused as refused:
+            problem: LineRefused | None = refused
+            if isinstance(refused, WrongKeys):  # perhaps a newer minor's envelope key
+                followed = self.section_attempt
+                version = None if followed is None else followed.stream_version
+                try:
+                    line = decode_stream_line(raw, version)
+                    problem = None
+                except LineRefused as judged:
+                    problem = judged
+            if problem is not None:
+                problem.offset = offset
+                return self._take_refused(offset, problem, digest, size)
         self.lines_read += 1
         followed = self.section_attempt
         if followed is None or line.type == "hello" or followed.state not in FOLLOWED_STATES:
@@ -410,6 +421,14 @@ class StreamRules:
     def _hello(self, line: Line, digest: bytes, offset: int, size: int) -> None:
         run_id: str = line.data["engine_run_id"]
         attempt = self._own_stream(run_id, offset)
+        if attempt is not None and attempt.state == "disowned" and attempt.stream_index is None:
+            # Disowned before its hello was read: it still takes its place in the file's order
+            # (`show` lists attempts so), and nothing else of it is touched. Its hello ends our
+            # live attempts before it, as any later hello does (the book's lock: their process
+            # is gone), so that they stop holding the cursor (and the lag) behind its lines.
+            attempt.stream_index = stream_position(offset)
+            self.batch.touch(attempt)
+            self._supersede_before(attempt)
         if attempt is None or attempt.state in STOPPED_STATES:
             return
         if attempt.last_seq > 0:
@@ -719,10 +738,19 @@ class StreamRules:
             )
 
     def _leave_replay(self) -> None:
-        """The open replay cannot be read whole in this pass any more: it stays unjudged."""
+        """The open replay cannot be read whole in this pass any more: it stays unjudged, and
+        the lines of it read so far were compared with nothing: unverified duplicates."""
         if self._open_replay is not None:
             self._open_replay.judgeable = False
+            self.unverified += self._open_replay.next_seq - 1
             self._open_replay = None
+
+    @property
+    def unverified_duplicates(self) -> int:
+        """Duplicates compared with nothing: `unverified`, and the lines of a compacted range
+        still being read when the pass ends (the next pass reads that range whole again)."""
+        replay = self._open_replay
+        return self.unverified + (0 if replay is None else replay.next_seq - 1)
 
     def _judge(self, attempt: AttemptView, replay: _Replay, offset: int) -> None:
         """The whole compacted range was read again: its digest must be the one kept."""

@@ -182,7 +182,7 @@ class RunView:
             self.exit_code = effect.exit_code
             self.stop = effect.stop
         elif effect.kind == "exited":
-            # The launcher's report of a process that wrote no `finished`: § 4's reading of its
+            # The launcher's report of a process that wrote no `finished`: the exit code table's reading (docs/reference/exit-codes.md) of its
             # exit status, or `failed` for a signal (a negative status, as subprocess reports).
             if effect.exit_code is None:
                 raise ValueError("an exited effect carries its exit status")

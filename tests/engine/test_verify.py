@@ -234,7 +234,17 @@ def test_json_output_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert (out["lines"], out["bytes"]) == (4, path.stat().st_size)
     assert out["torn_tail"]["offset"] == path.stat().st_size - 6
     (stream,) = out["streams"]
-    assert set(stream) == {"engine_run_id", "verdict", "last_seq", "lines", "duplicates", "problem"}
+    assert set(stream) == {
+        "engine_run_id",
+        "verdict",
+        "last_seq",
+        "lines",
+        "duplicates",
+        "problem",
+        "stream_version",
+        "ignored_keys",
+    }
+    assert (stream["stream_version"], stream["ignored_keys"]) == ("1.3", [])
     assert stream["engine_run_id"] == RUN_A
     assert stream["verdict"] == "gap"
     assert (stream["last_seq"], stream["lines"], stream["duplicates"]) == (2, 3, 0)

@@ -255,7 +255,10 @@ def test_a_disown_made_by_mistake_is_taken_back_and_the_stream_applies_once(
     assert main(["--dsn", fresh_dsn, "undisown", str(book), RUN_B, "--reason", "ours"]) == 0
     assert RUN_B not in attempts(db, book)
     sweep(db, book, auto=False)
-    assert attempts(db, book)[RUN_A]["state"] == "parked"  # foreign again, as before the disown
+    # Foreign again, as before the disown; its hello, read while it was disowned, told that A's
+    # process is gone (A is superseded), so it is walked past until it is named.
+    assert RUN_B not in attempts(db, book)
+    assert attempts(db, book)[RUN_A]["state"] == "superseded"
     assert main(["--dsn", fresh_dsn, "name", str(book), RUN_B]) == 0
     for _ in range(2):
         sweep(db, book, auto=False)
@@ -435,3 +438,87 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"
         time.sleep(0.05)
+
+
+def test_show_lists_a_disowned_stream_in_the_file_order_of_its_hello(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A disowned attempt was stored with no place in the book, and `show` listed it after every
+    other, though its hello stands between two of ours."""
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    name_stream(db, str(book), RUN_B)
+    write(book, hello(RUN_A), spend(2, 100), ceiling(3))
+    sweep(db, book, auto=False)
+    disown_stream(db, str(book), RUN_C, reason="another tenant")
+    append(book, hello(RUN_C), spend(2, 999), hello(RUN_B), spend(2, 300), finished(3, money=300))
+    for _ in range(2):
+        sweep(db, book, auto=False)
+    assert list(attempts(db, book)) == [RUN_A, RUN_C, RUN_B]
+    assert attempts(db, book)[RUN_C]["state"] == "disowned"
+    assert attempts(db, book)[RUN_A]["state"] == "superseded"
+    (run,) = book_state(db, book)["runs"]
+    assert (run["state"], run["committed_micro_usd"]) == ("completed", 300)
+
+
+def test_a_compacted_range_left_before_its_end_counts_its_lines_unverified(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A compacted range read from its seq 1 but left for another stream before its last seq
+    cannot be judged: the lines read of it were compared with nothing. They once counted as
+    verified duplicates, so a changed line among them passed unseen in the pass's report."""
+    book = make_book("book-1")
+    first = [hello(RUN_A), spend(2, 100), spend(3, 200), spend(4, 300), finished(5, money=300)]
+    write(book, *first)
+    sweep(db, book)
+    assert compact_quiet(db, quiet_for_s=0).compacted != []
+    replace_journal(book, [first[0], spend(2, 150), hello(RUN_B), spend(2, 400)])
+    report = sweep(db, book)
+    assert report.unverified_duplicates == 2  # seq 1 and the changed seq 2
+    assert attempts(db, book)[RUN_B]["last_seq"] == 2
+
+
+def test_a_disowned_stream_leaves_no_lag_behind_it(db: Database, make_book: MakeBook) -> None:
+    """Disowned after it parked our live stream, the foreign stream's lines once stayed lag for
+    good: our attempt stayed active with its cursor before them, and every pass read them again.
+    Its hello ends our attempt before it, as any later hello does (one engine holds the book)."""
+    book = make_book("book-1")
+    name_stream(db, str(book), RUN_A)
+    write(book, hello(RUN_A), spend(2, 100), hello(RUN_C), spend(2, 999))
+    sweep(db, book, auto=False)
+    assert attempts(db, book)[RUN_A]["state"] == "parked"
+    disown_stream(db, str(book), RUN_C, reason="another tenant")
+    for _ in range(2):
+        sweep(db, book, auto=False)
+    lag = book_state(db, book)["lag"]
+    assert (lag["bytes"], lag["lines"]) == (0, 0)
+    assert attempts(db, book)[RUN_A]["state"] == "superseded"
+    report = sweep(db, book, auto=False)
+    assert report.lines_read == 0
+    (run,) = book_state(db, book)["runs"]
+    assert (run["state"], run["committed_micro_usd"]) == ("running", 100)
+
+
+def test_a_second_line_at_a_skipped_seq_is_refused_not_a_database_error(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A seq whose line was skipped, changed once more: its second skip once failed in Postgres
+    (a unique key of the skips) with a `DataRefused` nobody expected. It is a refusal (exit 2)
+    that names the remedies that fit."""
+    book = make_book("book-1")
+    lines = [hello(RUN_A), spend(2, 100), spend(3, 200)]
+    write(book, *lines)
+    sweep(db, book)
+    for amount in (150, 175):
+        changed = spend(2, amount)
+        replace_journal(book, [lines[0], changed, lines[2]])
+        sweep(db, book)
+        assert attempts(db, book)[RUN_A]["error"]["kind"] == "payload_conflict"
+        sha = hashlib.sha256(changed).hexdigest()
+        if amount == 150:
+            skip_line(db, str(book), RUN_A, 2, sha256=sha, reason="a retimed copy")
+            continue
+        with pytest.raises(ConfigError, match="already has a skipped line"):
+            skip_line(db, str(book), RUN_A, 2, sha256=sha, reason="and again")
+    assert attempts(db, book)[RUN_A]["state"] == "quarantined"
+    assert [a["action"] for a in book_state(db, book)["actions"]] == ["skip"]

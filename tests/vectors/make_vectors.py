@@ -39,6 +39,15 @@ def hello(run: str, version: str = "1.3", book: str = BOOK) -> str:
     return line(1, "hello", data)
 
 
+def with_envelope(text: str, **keys: Any) -> str:
+    """The line with keys after `data`, as a newer minor may write them."""
+    extra = "".join(
+        "," + json.dumps(key) + ":" + json.dumps(value, separators=(",", ":"))
+        for key, value in keys.items()
+    )
+    return text[:-1] + extra + "}"
+
+
 def spend(seq: int, amount: Any) -> str:
     return line(seq, "spend", {"committed_micro_usd": amount})
 
@@ -702,6 +711,21 @@ JOURNALS: dict[str, tuple[bytes, list[dict[str, Any]]]] = {
     "newer_minor_1_9": (
         journal(HELLO_1_9, PROGRESS_1_9, CHECKPOINT_1_9, UNIT_1_9, SPEND_1_9, FINISHED_1_9),
         [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 6}],
+    ),
+    # A newer minor's envelope keys after `data` are ignored; in a minor the readers know they
+    # are malformed (docs/reference/stream-format.md, "A newer minor's envelope keys").
+    "newer_minor_envelope_keys": (
+        journal(
+            with_envelope(hello(RUN_A, "1.9"), trace="t-1"),
+            with_envelope(line(2, "unit_done", {"unit": "u-1", "index": 1}), trace={"x": 1}),
+            with_envelope(spend(3, 1000), span=[1, "s"], trace=None),
+            finished(4),
+        ),
+        [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 4}],
+    ),
+    "envelope_key_in_a_known_minor": (
+        journal(hello(RUN_A, "1.4"), with_envelope(spend(2, 1000), trace={"x": 1}), spend(3, 2000)),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 2, "seq": 2}],
     ),
     "newer_minor_unknown_type": (
         journal(hello(RUN_A, "1.7"), line(2, "heartbeat", {"x": 1}), spend(3, 1000)),
