@@ -25,7 +25,7 @@ def status(book_dir: Path, *extra: str) -> tuple[int, dict[str, object]]:
 
 
 def test_status_reports_the_shape_of_the_contract(conn: sqlite3.Connection, book_dir: Path) -> None:
-    """The report has every key of SPEC § 5, read from SQLite, for the latest stream."""
+    """The report has every key docs/reference/engine-events-cli.md lists, read from SQLite, for the latest stream."""
     with Emitter.open(conn, book_dir, engine_run_id="r1", book_id="b-42") as emitter:
         with emitter.transaction():
             emitter.emit(Progress(phases={"draft": PhaseCount(done=2, total=5)}))

@@ -1,4 +1,4 @@
-"""`platform-ingest`: the commands of SPEC § 8, their output shapes and their exit codes."""
+"""`platform-ingest`: the commands of docs/platform/cli.md, their output shapes and their exit codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC § 6 decided by the pure rules, with no Postgres: every rule case (rule_cases.py) over
+"""The reader's rules decided by the pure rules, with no Postgres: every rule case (rule_cases.py) over
 journals on disk, read into a platform kept in memory, and the at-least-once property of
 test_model.py over many more journals than a run against Postgres can afford."""
 

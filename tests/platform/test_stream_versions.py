@@ -1,4 +1,4 @@
-"""Stream versions deployed apart (SPEC § 1, § 3): the engine and the platform upgrade in either
+"""Stream versions deployed apart (docs/reference/stream-format.md, "Versions"): the engine and the platform upgrade in either
 order. A platform reads a newer minor than its own (unknown fields and event types are ignored and
 the cursor still advances past them), and reads the 1.3 and 1.4 streams of one book alike."""
 

@@ -13,7 +13,7 @@ a real Postgres, a fresh database for each state:
 3. the engine restarts and runs to completion; a last pass.
 
 After every pass nothing is in trouble (no problem reported, no error on the book) and Postgres
-holds the model of SPEC § 4 and § 6 applied to a prefix of the committed lines, each once, with
+holds the model of the exit codes and the reader's rules applied to a prefix of the committed lines, each once, with
 each applied line's hash the committed bytes'; after the last pass, all of them: every attempt's
 cursor at the head of its stream.
 """

@@ -106,7 +106,7 @@ def ledger(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 
 def committed_spend(kind: str, data: dict[str, Any]) -> int | None:
-    """The book's cumulative committed spend a line carries (SPEC: `spend`, and `finished`'s
+    """The book's cumulative committed spend a line carries (the stream format: `spend`, and `finished`'s
     money), if any."""
     if kind == "spend":
         return int(data["committed_micro_usd"])
@@ -263,7 +263,7 @@ def shown_failures(shown_book: dict[str, Any]) -> list[tuple[str, dict[str, Any]
 
 
 def check_failure_shown(shown_book: dict[str, Any], expected: Failure | None) -> None:
-    """The book shows the failure the model expects, where SPEC says (its stream's attempt, or the
+    """The book shows the failure the model expects, where the docs say (its stream's attempt, or the
     book's problems when the stream is not in Postgres yet), and nothing else."""
     found = shown_failures(shown_book)
     if expected is None:

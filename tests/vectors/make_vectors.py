@@ -191,7 +191,7 @@ LINES: list[dict[str, Any]] = [
     },
 ]
 
-# The rules that tighten SPEC § 3 (see docs/reference/stream-format.md, "Bounds and canonical
+# The rules that bound the line (see docs/reference/stream-format.md, "Bounds and canonical
 # form"): every string of a known field within its bound in UTF-8 bytes (identifiers 255, the bank
 # signature 4096), no U+0000 anywhere, one compact object with exactly the keys seq, type, time, data
 # in that order and no key twice at any depth, a time that names a real instant, done <= total.
