@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from ._decode import Line, decode_stream_line, require_supported
+from ._decode import INTEGER_MAX, Line, decode_stream_line, require_supported
 from ._line import LINE_BYTES_MAX
 from ._lines import LineReader, RawLine
 from ._regular_file import not_regular, open_regular
@@ -230,8 +230,8 @@ def _salvage(raw: bytes | None) -> tuple[int | None, str | None]:
     if not isinstance(value, dict):
         return None, None
     seq = value.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int):
-        seq = None
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= INTEGER_MAX:
+        seq = None  # only a seq a line may carry is named, as the platform names it
     run_id = None
     data = value.get("data")
     if value.get("type") == "hello" and isinstance(data, dict):
