@@ -338,6 +338,11 @@ def disown_stream(
     """Say a stream is not ours: it no longer parks the book and none of its effects apply."""
     book, by = _stream_remedy(db, book_dir, engine_run_id, reason, by)
     with db.transaction():
+        if db.fetch_one(_sql.PRUNED_STREAM_EXISTS, (book.book_id, engine_run_id)) is not None:
+            raise ConfigError(
+                f"stream {engine_run_id} was this book's and its run was pruned: its lines are "
+                "never applied again, so there is nothing to disown"
+            )
         existing = db.fetch_one(_sql.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))
         if existing is not None:
             raise ConfigError(

@@ -522,3 +522,17 @@ def test_a_second_line_at_a_skipped_seq_is_refused_not_a_database_error(
             skip_line(db, str(book), RUN_A, 2, sha256=sha, reason="and again")
     assert attempts(db, book)[RUN_A]["state"] == "quarantined"
     assert [a["action"] for a in book_state(db, book)["actions"]] == ["skip"]
+
+
+def test_disown_refuses_a_stream_whose_run_was_pruned(db: Database, make_book: MakeBook) -> None:
+    """A pruned stream is never applied again: a disown of it changed nothing, and left a
+    disowned attempt that `name` then refused for a reason `undisown` could not mend."""
+    book = make_book("book-1")
+    write(book, hello(RUN_A), spend(2, 10), finished(3, money=10))
+    sweep(db, book)
+    append(book, hello(RUN_B), spend(2, 20), finished(3, money=20))
+    sweep(db, book)
+    assert [entry["run_id"] for entry in prune_runs(db, older_than_s=0).pruned] == [1]
+    with pytest.raises(ConfigError, match="pruned"):
+        disown_stream(db, str(book), RUN_A, reason="not ours")
+    assert RUN_A not in attempts(db, book)
