@@ -261,13 +261,15 @@ def foreign_stream_parks_the_book(platform: Platform, book: Path) -> None:
     )
     assert platform.sweep(book)["parked"] is False
     run = platform.run(book)
-    assert attempt_of(run, PARKED)["state"] == "active"
+    # The foreign hello tells that our process is gone (one engine holds the book at a time):
+    # our attempt is superseded by it, and holds no lag behind its lines.
+    assert attempt_of(run, PARKED)["state"] == "superseded"
     assert attempt_of(run, FOREIGN)["state"] == "disowned"
     assert (run["state"], run["reason"], run["shortfall_micro_usd"]) == ("running", None, None)
     # A run `running` with no engine live: the launcher's report ends it.
     platform.exited(book, PARKED, status)
     run = platform.run(book)
-    assert attempt_of(run, PARKED)["state"] == "exited"
+    assert attempt_of(run, PARKED)["state"] == "superseded"
     assert (run["state"], run["reason"]) == ("failed", "signal_9")
 
 
