@@ -203,6 +203,14 @@ class StreamRules:
         self.section: str | None = None
         """The stream whose part of the file the line at hand lies in (None before any hello)."""
         self.section_attempt: AttemptView | None = None
+        self.seen: dict[str, int] = {}
+        self.start = 0
+        """Where this pass began reading (`enter`)."""
+        """The highest seq of each stream read in this pass, its hello included; a stream whose
+        part of the file the reading began inside counts from its cursor (what lies before is
+        not known). A next seq is applied only after every seq before it was read: a file that
+        lost applied lines (cut, then written on) holds a hole there, whatever the cursor says
+        (`_hole_before`)."""
         self.batch = Batch()
         self.batch_hashes = BatchHashes(self.batch)
         self.problems: list[PassProblem] = []
@@ -242,6 +250,10 @@ class StreamRules:
         hello). In named mode, a read from byte 0 records every foreign stream's start again."""
         self.section = section
         self.section_attempt = None if section is None else self.attempts.get(section)
+        self.seen = {}
+        self.start = start
+        if self.section_attempt is not None:
+            self.seen[self.section_attempt.engine_run_id] = self.section_attempt.last_seq
         if start == 0 and self.mode == "named":
             self.book.starts_from_zero = True
             self.book.starts_recorded = 0
@@ -281,10 +293,13 @@ class StreamRules:
             self._other_line(line, digest, offset, size)
         elif followed.skips is not None and self._skip(followed, digest, offset, size):
             pass  # a line an operator skipped: the cursor passes it, with no effect
-        elif line.seq == followed.last_seq + 1:
+        elif line.seq == followed.last_seq + 1 and not self._hole_before(followed):
             self._apply(followed, line, digest, offset, size)
         else:
             self._stream_line(followed, line, digest, offset, size)
+        section = self.section
+        if section is not None and line.seq > self.seen.get(section, line.seq):
+            self.seen[section] = line.seq  # a hello, seq 1, never raises it
         # `_decided`, written out: this is the path of nearly every line.
         if self.stopped:
             return False
@@ -312,7 +327,9 @@ class StreamRules:
             and followed.state in FOLLOWED_STATES
             and self._skip(followed, digest, offset, size)
         ):
-            pass  # a line an operator skipped: the cursor passes it, with no effect
+            # A line an operator skipped: the cursor passes it, with no effect; it was read.
+            if followed.last_seq > self.seen.get(followed.engine_run_id, followed.last_seq):
+                self.seen[followed.engine_run_id] = followed.last_seq
         else:
             self._refused(problem, offset, digest, size)
         return self._decided(offset, size, digest, problem.seq)
@@ -354,7 +371,11 @@ class StreamRules:
         self, attempt: AttemptView, line: Line, digest: bytes, offset: int, size: int
     ) -> None:
         """A line of a stream the pass follows: applied, a duplicate, or a gap."""
-        if line.seq == attempt.last_seq + 1:
+        if line.seq == attempt.last_seq + 1 and self._hole_before(attempt):
+            # Read from its hello, the stream lacks seqs it once had: lines were lost.
+            seen = self.seen[attempt.engine_run_id]
+            self._problem(attempt, SequenceGap(expected_seq=seen + 1, seq=line.seq, offset=offset))
+        elif line.seq == attempt.last_seq + 1:
             self._apply(attempt, line, digest, offset, size)
         elif line.seq <= attempt.last_seq:
             self._duplicate(attempt, line.seq, digest, offset, size)
@@ -373,6 +394,12 @@ class StreamRules:
                 attempt,
                 SequenceGap(expected_seq=attempt.last_seq + 1, seq=line.seq, offset=offset),
             )
+
+    def _hole_before(self, attempt: AttemptView) -> bool:
+        """Whether this pass read the attempt's section from its hello and did not meet every
+        applied seq in it: the next seq then follows a hole in the file."""
+        seen = self.seen.get(attempt.engine_run_id)
+        return seen is not None and seen < attempt.last_seq
 
     def _other_line(self, line: Line, digest: bytes, offset: int, size: int) -> None:
         if line.type == "hello":
@@ -498,6 +525,12 @@ class StreamRules:
         self._leave_replay()
         self._previous_section = self.section
         self.section, self.section_attempt = engine_run_id, attempt
+        if engine_run_id not in self.seen:
+            first_hello = None if attempt is None else attempt.stream_index
+            if first_hello is None or first_hello - 1 >= self.start:
+                self.seen[engine_run_id] = 1  # read from its first hello, being read now
+            else:  # its first part lies before where this pass began: not known
+                self.seen[engine_run_id] = attempt.last_seq if attempt is not None else 1
 
     def _record_start(self, engine_run_id: str) -> None:
         """Keep where a foreign stream begins (named mode), for `name` to read from there."""

@@ -337,6 +337,17 @@ class RemediesLife(RuleBasedStateMachine):
             yield offset, written
             offset += len(written.raw)
 
+    def _lines_as_read(self) -> Iterator[tuple[int, Written]]:
+        """Each complete line as the contract reads it: a line belongs to the stream of the
+        hello before it, whoever wrote it (a cut file written on puts one stream's line in
+        another's part; before any hello, a line is no stream's)."""
+        section: str | None = None
+        for offset, written in self._lines():
+            if written.seq == 1 and b'"type":"hello"' in written.raw:
+                section = written.stream
+            if section is not None:
+                yield offset, Written(section, written.seq, written.raw)
+
     def _content(self) -> bytes:
         return b"".join(written.raw for written in self.file or []) + self.file_tail
 
@@ -941,7 +952,7 @@ class RemediesLife(RuleBasedStateMachine):
         in what the sweep read."""
         start = 0 if self.read is None else self.read.start_offset
         before = _attempts(self.before)
-        lines = list(self._lines())
+        lines = list(self._lines_as_read())
         for stream, attempt in _attempts(after).items():
             old = before.get(stream)
             for seq in range((0 if old is None else old["last_seq"]) + 1, attempt["last_seq"] + 1):
@@ -1029,7 +1040,7 @@ class RemediesLife(RuleBasedStateMachine):
                 default=math.inf,
             )
         book_error = after["error"]
-        for offset, written in self._lines():
+        for offset, written in self._lines_as_read():
             if offset < read.start_offset or offset >= end:
                 continue
             attempt = attempts.get(written.stream)

@@ -536,3 +536,27 @@ def test_disown_refuses_a_stream_whose_run_was_pruned(db: Database, make_book: M
     with pytest.raises(ConfigError, match="pruned"):
         disown_stream(db, str(book), RUN_A, reason="not ours")
     assert RUN_A not in attempts(db, book)
+
+
+def test_a_line_written_after_a_cut_is_not_applied_to_the_stream_before_the_cut(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A journal cut in the middle of stream B, then written on by the live engine of stream C:
+    C's next line stood in B's part of the file at B's next seq, and was applied as B's, money
+    and all. Read from B's hello, the file lacks seqs B had applied: that is a hole (`gap`)."""
+    book = make_book("book-1")
+    b_lines = [hello(RUN_B), spend(2, 100), spend(3, 200)]
+    write(book, hello(RUN_A), finished(2), *b_lines)
+    sweep(db, book)
+    assert attempts(db, book)[RUN_B]["last_seq"] == 3
+    replace_journal(book, [hello(RUN_A), finished(2), b_lines[0], spend(4, 9_999)])
+    sweep(db, book)
+    attempt = attempts(db, book)[RUN_B]
+    assert (attempt["state"], attempt["last_seq"]) == ("stalled", 3)
+    assert (attempt["error"]["kind"], attempt["error"]["seq"]) == ("gap", 4)
+    (run_of_b,) = [
+        run
+        for run in book_state(db, book)["runs"]
+        if any(a["engine_run_id"] == RUN_B for a in run["attempts"])
+    ]
+    assert run_of_b["committed_micro_usd"] == 200
