@@ -43,6 +43,10 @@ def test_the_two_sides_bounds_are_the_same_numbers() -> None:
     assert engine_decoder.NESTING_DEPTH_MAX == platform_decoder.NESTING_DEPTH_MAX
     assert engine_decoder.INTEGER_MAX == platform_decoder.BIGINT_MAX == engine_line.SEQ_MAX
     assert engine_events_module.STREAM_MAJOR == platform_decoder.STREAM_MAJOR
+    # The newest minor each reader knows: past it, envelope keys after `data` are ignored.
+    assert engine_decoder.STREAM_MINOR_KNOWN == platform_decoder.STREAM_MINOR_KNOWN
+    newest = max(engine_events_module.STREAM_VERSIONS, key=lambda v: int(v.split(".")[1]))
+    assert newest == f"1.{platform_decoder.STREAM_MINOR_KNOWN}"
 
 
 def assert_all_agree(raw: bytes, stream_version: str = "1.3") -> str:
