@@ -100,6 +100,9 @@ REPLAY_WINDOW_SEQS = 4096
 """How many of the latest seqs of a compacted range read again keep their hash for the pass: a
 repeat of one of them is compared exactly; a repeat further back counts as an unverified
 duplicate (never a conflict: its own hash is gone)."""
+UNKNOWN_SEEN = 2**63
+"""`StreamRules.seen_here` when what lies before the reading's start is not known: above every
+seq, so it neither grows nor finds a hole."""
 STREAM_STARTS_MAX = 1024
 """How many foreign stream starts a book keeps; past this, naming a stream reads from byte 0."""
 
@@ -203,14 +206,16 @@ class StreamRules:
         self.section: str | None = None
         """The stream whose part of the file the line at hand lies in (None before any hello)."""
         self.section_attempt: AttemptView | None = None
+        self.seen_here = UNKNOWN_SEEN
+        """The highest seq of the section's stream read in this pass, its hello included
+        (`UNKNOWN_SEEN`: the reading began inside that stream's part of the file, so what lies
+        before is not known). A next seq is applied only after every seq before it was read: a
+        file that lost applied lines (cut, then written on) holds a hole there, whatever the
+        cursor says (`_hole_before`)."""
         self.seen: dict[str, int] = {}
+        """`seen_here` of each stream whose section this pass left, for when it comes back."""
         self.start = 0
         """Where this pass began reading (`enter`)."""
-        """The highest seq of each stream read in this pass, its hello included; a stream whose
-        part of the file the reading began inside counts from its cursor (what lies before is
-        not known). A next seq is applied only after every seq before it was read: a file that
-        lost applied lines (cut, then written on) holds a hole there, whatever the cursor says
-        (`_hole_before`)."""
         self.batch = Batch()
         self.batch_hashes = BatchHashes(self.batch)
         self.problems: list[PassProblem] = []
@@ -250,10 +255,8 @@ class StreamRules:
         hello). In named mode, a read from byte 0 records every foreign stream's start again."""
         self.section = section
         self.section_attempt = None if section is None else self.attempts.get(section)
-        self.seen = {}
+        self.seen, self.seen_here = {}, UNKNOWN_SEEN
         self.start = start
-        if self.section_attempt is not None:
-            self.seen[self.section_attempt.engine_run_id] = self.section_attempt.last_seq
         if start == 0 and self.mode == "named":
             self.book.starts_from_zero = True
             self.book.starts_recorded = 0
@@ -293,13 +296,12 @@ class StreamRules:
             self._other_line(line, digest, offset, size)
         elif followed.skips is not None and self._skip(followed, digest, offset, size):
             pass  # a line an operator skipped: the cursor passes it, with no effect
-        elif line.seq == followed.last_seq + 1 and not self._hole_before(followed):
+        elif line.seq == followed.last_seq + 1 and self.seen_here >= followed.last_seq:
             self._apply(followed, line, digest, offset, size)
         else:
             self._stream_line(followed, line, digest, offset, size)
-        section = self.section
-        if section is not None and line.seq > self.seen.get(section, line.seq):
-            self.seen[section] = line.seq  # a hello, seq 1, never raises it
+        if line.seq > self.seen_here:  # noqa: PLR1730 (a compare, not a call: every line's path)
+            self.seen_here = line.seq
         # `_decided`, written out: this is the path of nearly every line.
         if self.stopped:
             return False
@@ -328,8 +330,7 @@ class StreamRules:
             and self._skip(followed, digest, offset, size)
         ):
             # A line an operator skipped: the cursor passes it, with no effect; it was read.
-            if followed.last_seq > self.seen.get(followed.engine_run_id, followed.last_seq):
-                self.seen[followed.engine_run_id] = followed.last_seq
+            self.seen_here = max(self.seen_here, followed.last_seq)
         else:
             self._refused(problem, offset, digest, size)
         return self._decided(offset, size, digest, problem.seq)
@@ -373,8 +374,8 @@ class StreamRules:
         """A line of a stream the pass follows: applied, a duplicate, or a gap."""
         if line.seq == attempt.last_seq + 1 and self._hole_before(attempt):
             # Read from its hello, the stream lacks seqs it once had: lines were lost.
-            seen = self.seen[attempt.engine_run_id]
-            self._problem(attempt, SequenceGap(expected_seq=seen + 1, seq=line.seq, offset=offset))
+            expected = self.seen_here + 1
+            self._problem(attempt, SequenceGap(expected_seq=expected, seq=line.seq, offset=offset))
         elif line.seq == attempt.last_seq + 1:
             self._apply(attempt, line, digest, offset, size)
         elif line.seq <= attempt.last_seq:
@@ -398,8 +399,7 @@ class StreamRules:
     def _hole_before(self, attempt: AttemptView) -> bool:
         """Whether this pass read the attempt's section from its hello and did not meet every
         applied seq in it: the next seq then follows a hole in the file."""
-        seen = self.seen.get(attempt.engine_run_id)
-        return seen is not None and seen < attempt.last_seq
+        return self.seen_here < attempt.last_seq
 
     def _other_line(self, line: Line, digest: bytes, offset: int, size: int) -> None:
         if line.type == "hello":
@@ -523,14 +523,17 @@ class StreamRules:
             self.section_attempt = attempt
             return
         self._leave_replay()
+        if self.section is not None:
+            self.seen[self.section] = self.seen_here
         self._previous_section = self.section
         self.section, self.section_attempt = engine_run_id, attempt
-        if engine_run_id not in self.seen:
+        seen = self.seen.get(engine_run_id)
+        if seen is None:
             first_hello = None if attempt is None else attempt.stream_index
-            if first_hello is None or first_hello - 1 >= self.start:
-                self.seen[engine_run_id] = 1  # read from its first hello, being read now
-            else:  # its first part lies before where this pass began: not known
-                self.seen[engine_run_id] = attempt.last_seq if attempt is not None else 1
+            # Read from its first hello (being read now), or its first part lies before where
+            # this pass began (not known).
+            seen = 1 if first_hello is None or first_hello - 1 >= self.start else UNKNOWN_SEEN
+        self.seen_here = seen
 
     def _record_start(self, engine_run_id: str) -> None:
         """Keep where a foreign stream begins (named mode), for `name` to read from there."""
