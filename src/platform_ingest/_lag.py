@@ -58,8 +58,8 @@ class Lag:
     journal_missing: bool = False
     """Nothing is at the journal's path, or the book's directory is gone."""
     lines_awaited: bool = False
-    """An attempt of the book waits for lines of its journal (`_cursor.awaits_lines`): with the
-    journal missing, the book's problem is `journal_missing`."""
+    """The journal is missing and an attempt of the book waits for its lines
+    (`_cursor.awaits_lines`): the book's problem is `journal_missing`."""
 
     @property
     def journal(self) -> str:
@@ -151,7 +151,8 @@ def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None 
     if last_applied_at is not None:
         now: datetime = attempts[0]["now"]
         age_s = max(0.0, (now - last_applied_at).total_seconds())
-    awaited = awaits_lines(
+    # Only a missing journal needs it (one more stat, of the directory, only then).
+    awaited = missing and awaits_lines(
         (row["state"] for row in attempts),
         journal_read=book["scan_file"] is not None
         or last_applied_at is not None

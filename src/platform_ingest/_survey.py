@@ -218,7 +218,7 @@ class Survey:
             if (
                 lag.lines > 0
                 or lag.journal_refused
-                or (lag.journal_missing and lag.lines_awaited)
+                or lag.lines_awaited
                 or row["problem_kinds"]
                 or row["error_kind"] is not None
             ):
@@ -336,7 +336,7 @@ class Survey:
                 tally.age_max = max(tally.age_max, age)
             else:
                 book.behind_since = None
-            if lag.lines > 0 or moved or (lag.journal_missing and lag.lines_awaited):
+            if lag.lines > 0 or moved or lag.lines_awaited:
                 self.schedule.mark(book.path, "survey", now)
         if not self._pages:
             self._finish()
