@@ -78,16 +78,31 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def require_no_nul(path: str | os.PathLike[str]) -> str | os.PathLike[str]:
+    """`path` if it holds no U+0000; else a `ConfigError` (no path or book id can)."""
+    if "\x00" in os.fspath(path):
+        raise ConfigError(f"{os.fspath(path)!r} holds U+0000: no directory or book id can")
+    return path
+
+
+def is_directory(path: Path) -> bool:
+    """Whether `path` is a directory; a name the system refuses (too long) is none."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def resolve_book_dir(book_dir: str | os.PathLike[str], roots: Sequence[Path] = ()) -> Path:
     """The real path of a book directory, refused when it escapes the roots or is not UTF-8.
 
     Its journal is checked by every pass (`_journal.open_journal`): a regular file in that very
     directory, never a symbolic link, wherever it would point.
     """
-    given = Path(book_dir)
+    given = Path(require_no_nul(book_dir))
     real = given.resolve()
     require_utf8(real)
-    if not real.is_dir():
+    if not is_directory(real):
         raise ConfigError(f"{given} is not a directory")
     real_roots = [root.resolve() for root in roots]
     if real_roots and not any(_inside(real, root) for root in real_roots):
@@ -209,7 +224,7 @@ def remedied_book(db: Database, book_dir: str | os.PathLike[str]) -> BookView:
     """The book a remedy names: its directory (registered on first sight), or, once that
     directory is gone, its registered path or its book id. A remedy that ends what a gone
     journal left waiting (`exited`, `abandon`) must still find the book."""
-    if Path(book_dir).is_dir():
+    if is_directory(Path(require_no_nul(book_dir))):
         return register_book(db, book_dir)
     try:
         return find_book(db, book_dir)

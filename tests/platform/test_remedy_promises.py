@@ -560,3 +560,13 @@ def test_a_line_written_after_a_cut_is_not_applied_to_the_stream_before_the_cut(
         if any(a["engine_run_id"] == RUN_B for a in run["attempts"])
     ]
     assert run_of_b["committed_micro_usd"] == 200
+
+
+@pytest.mark.parametrize("ref", ["a\x00b", "x" * 5000, "é" * 300, "no-such-book"])
+def test_a_remedy_given_a_hostile_book_reference_refuses_it_typed(db: Database, ref: str) -> None:
+    """A book named by a path that is gone or by its id: a reference no path or id can be (U+0000),
+    or a name the system refuses (too long), is a typed refusal, never an OSError or ValueError."""
+    with pytest.raises((ConfigError, NotFound)):
+        report_exit(db, ref, RUN_A, 0)
+    with pytest.raises((ConfigError, NotFound)):
+        abandon_attempt(db, ref, RUN_A, reason="hostile")
