@@ -51,8 +51,8 @@ if str(SRC) not in sys.path:
 from _report import load_average, prose_to, say  # noqa: E402
 from engine_events import Finished, Hello, PhaseCount, Progress, Spend, UnitDone  # noqa: E402
 from engine_events._line import encode_line, format_time  # noqa: E402
-from platform_ingest import _decode  # noqa: E402
-from platform_ingest._decode import Line, decode_line  # noqa: E402
+from platform_ingest.journal import decode as _decode  # noqa: E402
+from platform_ingest.journal.decode import Line, decode_line  # noqa: E402
 
 START = dt.datetime(2026, 11, 30, 2, 8, 57, 213000, tzinfo=dt.UTC)
 PHASES = ("draft", "edit", "review")

@@ -102,8 +102,8 @@ from _report import (  # noqa: E402
 )
 from bench_worker import hello, line, unit  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
-from platform_ingest._embedded import embedded_postgres  # noqa: E402
-from platform_ingest._membership import owner_of  # noqa: E402
+from platform_ingest.store.embedded import embedded_postgres  # noqa: E402
+from platform_ingest.worker.membership import owner_of  # noqa: E402
 
 BIN = Path(sys.executable).parent
 NOTES: list[str] = []

@@ -66,11 +66,11 @@ if str(SRC) not in sys.path:
 
 from _report import FIGURES, figure, fresh_database, load_average, prose_to, say  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
-from platform_ingest._apply import BATCH_BYTES_MAX, BATCH_LINES_MAX, SealedBatch, Writer  # noqa: E402
-from platform_ingest._books import register_book  # noqa: E402
-from platform_ingest._cli import _tune_interpreter  # noqa: E402
-from platform_ingest._embedded import embedded_postgres  # noqa: E402
-from platform_ingest._pass import BookPass  # noqa: E402
+from platform_ingest.cli.main import _tune_interpreter  # noqa: E402
+from platform_ingest.ingest.apply import BATCH_BYTES_MAX, BATCH_LINES_MAX, SealedBatch, Writer  # noqa: E402
+from platform_ingest.ingest.book_pass import BookPass  # noqa: E402
+from platform_ingest.ingest.books import register_book  # noqa: E402
+from platform_ingest.store.embedded import embedded_postgres  # noqa: E402
 
 TIME = "2026-11-30T02:08:57.213Z"
 
@@ -317,8 +317,8 @@ def bench_big(admin_dsn: str, work: Path, target_bytes: int, batch_lines_max: in
 
 SWEEP = """
 import sys
-from platform_ingest._cli import main
-from platform_ingest._pass import BookPass
+from platform_ingest.cli.main import main
+from platform_ingest.ingest.book_pass import BookPass
 peak_file, lines_max, bytes_max = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if lines_max:
     BookPass.__init__.__kwdefaults__["batch_lines_max"] = lines_max
@@ -383,7 +383,7 @@ def bench_fixed_cost(admin_dsn: str, work: Path, runs: int) -> float:
     sweep = [
         sys.executable,
         "-c",
-        "import sys; from platform_ingest._cli import main; sys.exit(main())",
+        "import sys; from platform_ingest.cli.main import main; sys.exit(main())",
     ]
     sweep += ["--dsn", dsn, "sweep", "--auto", str(book)]
     bare = [sys.executable, "-c", "pass"]
@@ -598,7 +598,7 @@ def _timed_pass(admin_dsn: str, book: Path, writer: type[Writer]) -> tuple[float
     try:
         migrate(db)
         register_book(db, book)
-        with mock.patch("platform_ingest._pass.Writer", writer):
+        with mock.patch("platform_ingest.ingest.book_pass.Writer", writer):
             started, cpu_started = time.perf_counter(), time.process_time()
             BookPass(db, book.name, mode="auto").run()
             return time.perf_counter() - started, time.process_time() - cpu_started

@@ -34,7 +34,7 @@ from _report import load_average
 from engine_events import Emitter, Finished, PhaseCount, Progress, Spend, UnitDone
 from engine_events._prune import PRUNE_ROWS_MAX
 from engine_events._schema import DATABASE_FILE_NAME, connect
-from engine_events._status import read_status
+from engine_events.readers.status import read_status
 
 OUTBOX_OBJECTS = ("engine_events_outbox", "sqlite_autoindex_engine_events_outbox_1")
 EVENTS_PER_CHECKPOINT = 100

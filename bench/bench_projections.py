@@ -64,16 +64,16 @@ from _report import FIGURES, figure, fresh_database, load_average, prose_to, say
 from _report import install_commit_stamp as install_stamp_trigger  # noqa: E402
 from bench_ingest import SWEEP, journal_lines, write_journal  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
-from platform_ingest._books import register_book  # noqa: E402
-from platform_ingest._embedded import embedded_postgres  # noqa: E402
-from platform_ingest._pass import BookPass  # noqa: E402
-from platform_ingest._project import install  # noqa: E402
+from platform_ingest.ingest.book_pass import BookPass  # noqa: E402
+from platform_ingest.ingest.books import register_book  # noqa: E402
+from platform_ingest.ingest.projection_step import install  # noqa: E402
 from platform_ingest.projections import (  # noqa: E402
     Event,
     Projection,
     ProjectionSession,
     check_projections,
 )
+from platform_ingest.store.embedded import embedded_postgres  # noqa: E402
 
 BIN = Path(sys.executable).parent
 LEDGER_SPEC = "ledger_projection:LedgerProjection"
@@ -369,8 +369,11 @@ def profile_pass(admin_dsn: str, work: Path, lines: int, rounds: int) -> None:
     garbage collector, the apply transactions and, inside them, each part of the projections'
     step (wall time on the pass's writer thread). Then the same passes with the garbage collector
     off, to show its share in the ratio. Medians of `rounds` rounds, the arms alternating."""
-    from platform_ingest import _apply, _db, _project, _sql
     from platform_ingest import projections as projections_module
+    from platform_ingest.ingest import apply as _apply
+    from platform_ingest.ingest import projection_step as _project
+    from platform_ingest.store import db as _db
+    from platform_ingest.store import statements as _sql
 
     book = work / "profile-book"
     book.mkdir()

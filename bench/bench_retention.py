@@ -65,13 +65,13 @@ if str(SRC) not in sys.path:
 
 from _report import FIGURES, figure, fresh_database, load_average, prose_to, say  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
-from platform_ingest import _sql as ingest_sql  # noqa: E402
-from platform_ingest._books import register_book  # noqa: E402
-from platform_ingest._compact import compact_quiet  # noqa: E402
-from platform_ingest._cursor import Mode  # noqa: E402
-from platform_ingest._embedded import embedded_postgres  # noqa: E402
-from platform_ingest._operate import name_stream  # noqa: E402
-from platform_ingest._pass import BookPass, PassReport  # noqa: E402
+from platform_ingest.decisions.views import Mode  # noqa: E402
+from platform_ingest.ingest.book_pass import BookPass, PassReport  # noqa: E402
+from platform_ingest.ingest.books import register_book  # noqa: E402
+from platform_ingest.operate.compact import compact_quiet  # noqa: E402
+from platform_ingest.operate.naming import name_stream  # noqa: E402
+from platform_ingest.store import statements as ingest_sql  # noqa: E402
+from platform_ingest.store.embedded import embedded_postgres  # noqa: E402
 
 TIME = "2026-11-30T02:08:57.213Z"
 KIB = 1024

@@ -54,7 +54,7 @@ if str(SRC) not in sys.path:
 from _report import fresh_database as empty_database  # noqa: E402
 from _report import install_commit_stamp, scrape_metrics  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
-from platform_ingest._embedded import embedded_postgres  # noqa: E402
+from platform_ingest.store.embedded import embedded_postgres  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TIME = "2026-11-30T02:08:57.213Z"
@@ -158,7 +158,7 @@ def notify_floor(work: Path, samples: int) -> list[float]:
 
     The same `Watcher` the worker runs, over a root of one book; the wake-up is stamped in the
     callback (the worker only puts it on its queue there)."""
-    from platform_ingest._watcher import Watcher
+    from platform_ingest.worker.watcher import Watcher
 
     root = work / "notify-floor"
     book = root / "book"

@@ -23,9 +23,9 @@ import atheris
 with atheris.instrument_imports():
     import hashlib
 
-    from platform_ingest._decode import LINE_BYTES_MAX, decode_line
-    from platform_ingest._journal import Hint, Journal, file_identity
     from platform_ingest.errors import LineRefused, LineTooLong
+    from platform_ingest.journal.decode import LINE_BYTES_MAX, decode_line
+    from platform_ingest.journal.reader import Hint, Journal, file_identity
 
 from _seeds import seed_journals, write_corpus
 

@@ -27,10 +27,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from engine_events._plain import plain
+from engine_events.readers.plain import plain
 from platform_ingest import Database
-from platform_ingest._embedded import embedded_postgres
-from platform_ingest._show import show_state
+from platform_ingest.operate.show import show_state
+from platform_ingest.store.embedded import embedded_postgres
 
 ROOT = Path("demo-books")
 DATA_DIR = Path(".platform-ingest")

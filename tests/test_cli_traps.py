@@ -27,9 +27,9 @@ from engine_events._cli import main as engine_main
 from engine_events._line import format_time
 from platform_ingest import Database, migrate
 from platform_ingest import _logs as platform_logs
-from platform_ingest._cli import _parser as platform_parser
-from platform_ingest._cli import main as platform_main
-from platform_ingest._runs import progress_from_jsonb
+from platform_ingest.cli.main import _parser as platform_parser
+from platform_ingest.cli.main import main as platform_main
+from platform_ingest.decisions.runs import progress_from_jsonb
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 BIN = Path(sys.executable).parent
@@ -558,9 +558,10 @@ def test_platform_log_defaults_are_json_for_the_worker_and_text_elsewhere(
     """`run` logs JSON at INFO (a collector reads it), every other command text at WARNING."""
     chosen: list[tuple[int, str]] = []
     monkeypatch.setattr(
-        "platform_ingest._cli.configure_logs", lambda level, style: chosen.append((level, style))
+        "platform_ingest.cli.main.configure_logs",
+        lambda level, style: chosen.append((level, style)),
     )
-    monkeypatch.setattr("platform_ingest._cli._run", lambda args: 0)
+    monkeypatch.setattr("platform_ingest.cli.main._run", lambda args: 0)
     for argv in (
         ["run", "root"],
         ["-v", "run", "root"],

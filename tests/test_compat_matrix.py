@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-import platform_ingest._decode as platform_decoder
-from engine_events._verify import verify_journal
-from engine_events._watch import BookView
+import platform_ingest.journal.decode as platform_decoder
+from engine_events.readers.verify import verify_journal
+from engine_events.readers.watch import BookView
 from platform_ingest import Database
-from platform_ingest._operate import name_stream
 from platform_ingest.errors import LineRefused, UnsupportedVersion
+from platform_ingest.operate.naming import name_stream
 from platform_journals import book_state, sweep
 
 pytestmark = pytest.mark.postgres

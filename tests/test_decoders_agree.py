@@ -20,15 +20,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine_events._decode as engine_decoder
 import engine_events._events as engine_events_module
 import engine_events._line as engine_line
-import platform_ingest._decode as platform_decoder
-from engine_events._decode import decode_line as engine_decode
+import engine_events.readers.decode as engine_decoder
+import platform_ingest.journal.decode as platform_decoder
 from engine_events._events import BankStop, Event, Finished, Hello, PhaseCount, Progress, UnitDone
 from engine_events._line import encode_line
 from engine_events.errors import EventError
-from platform_ingest._decode import decode_line as platform_decode
+from engine_events.readers.decode import decode_line as engine_decode
+from platform_ingest.journal.decode import decode_line as platform_decode
 from verdicts import engine_verdict, platform_verdict, verify_verdict
 
 IDENTIFIER_BYTES_MAX = platform_decoder.IDENTIFIER_BYTES_MAX

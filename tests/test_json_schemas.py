@@ -28,13 +28,13 @@ from jsonschema import Draft202012Validator
 
 from engine_events import DATABASE_FILE_NAME, Emitter, PhaseCount, Progress, Spend, connect
 from engine_events._schema import SCHEMA_VERSION
-from engine_events._verify_check import Verdict
+from engine_events.readers.verify_rules import Verdict
 from platform_ingest import Database, sweep_book
-from platform_ingest._cli import main
-from platform_ingest._cursor import AttemptState
-from platform_ingest._runs import FailReason, PauseReason, RunState
-from platform_ingest._show import show_books
+from platform_ingest.cli.main import main
+from platform_ingest.decisions.runs import FailReason, PauseReason, RunState
+from platform_ingest.decisions.views import AttemptState
 from platform_ingest.errors import BookProblemKind, ProjectionFailed, StreamProblemKind
+from platform_ingest.operate.show import show_books
 from platform_journals import (
     POISON_UNIT,
     RUN_A,

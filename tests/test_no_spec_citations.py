@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine_events._cli import main as engine_main
-from platform_ingest._cli import main as platform_main
+from platform_ingest.cli.main import main as platform_main
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 CITATION = re.compile(r"\bSPEC\b\s*(§|\.md|:)|§\s*[0-9]")

@@ -25,8 +25,8 @@ import pytest
 
 from engine_events._schema import SCHEMA_VERSION as ENGINE_SCHEMA_VERSION
 from engine_events._schema import schema_version as engine_schema_version
-from platform_ingest import _sql
-from platform_ingest._cli import main as platform_main
+from platform_ingest.cli.main import main as platform_main
+from platform_ingest.store import statements as _sql
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASES = Path(__file__).resolve().parent / "vectors" / "releases"

@@ -4,7 +4,6 @@ Events are stored in an outbox table of the engine's own SQLite database in the 
 the engine's checkpoint, then projected as fsynced NDJSON lines to `<book>/events.jsonl`.
 """
 
-from ._decode import Line, decode_line
 from ._emitter import Emitter, JournalErrorPolicy
 from ._events import (
     STREAM_VERSION,
@@ -45,6 +44,7 @@ from .errors import (
     StreamVersionNotSupported,
     UnsupportedVersion,
 )
+from .readers.decode import Line, decode_line
 
 __all__ = [
     "DATABASE_FILE_NAME",

@@ -13,9 +13,9 @@ from ._logs import add_options as add_log_options
 from ._logs import chosen_level
 from ._logs import configure as configure_logs
 from ._schema import DATABASE_FILE_NAME
-from ._status import command as status_command
-from ._verify import command as verify_command
 from ._version import __version__
+from .readers.status import command as status_command
+from .readers.verify import command as verify_command
 
 DEFAULT_LOG_LEVEL = "INFO"
 DEFAULT_LOG_FORMAT = "text"
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "verify":
         return verify_command(args.journal, as_json=args.json)
     if args.command == "watch":
-        from ._watch import command as watch_command  # noqa: PLC0415 - only watch loads rich
+        from .readers.watch import command as watch_command  # noqa: PLC0415 - only watch loads rich
 
         return watch_command(
             args.book_dir, once=args.once, exit_on_finish=not args.follow, timeout_s=args.timeout_s

@@ -2,7 +2,7 @@
 
 Every statement the engine itself runs on the book's database (the outbox, the schema, the status
 and repair, the projection, the emitter's transactions) runs under `translated()`, used as a `with`
-block or as a decorator, the way `platform_ingest._db._translated` does for Postgres. A driver
+block or as a decorator, the way `platform_ingest.store.db._translated` does for Postgres. A driver
 error comes out as a `BookDatabaseError`:
 
     sqlite3.IntegrityError                        -> BookDatabaseRefused     (an IntegrityError)

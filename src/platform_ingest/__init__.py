@@ -10,15 +10,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._books import book_ref, register_book
-    from ._db import Database, DatabaseSettings
-    from ._decode import LINE_BYTES_MAX, NESTING_DEPTH_MAX, Line, decode_line
-    from ._exit_codes import ExitCode, ExitReading, read_exit_code
-    from ._pass import BookPass, PassReport, sweep_book
-    from ._rebuild import RebuildReport, Unreplayable, rebuild
-    from ._schema import migrate, schema_version
     from ._version import __version__
-    from ._worker import Worker, WorkerSettings
+    from .decisions.exit_codes import ExitCode, ExitReading, read_exit_code
     from .errors import (
         BookMismatch,
         BookPathConflict,
@@ -66,6 +59,13 @@ if TYPE_CHECKING:
         UnsupportedVersion,
         WrongType,
     )
+    from .ingest.book_pass import BookPass, PassReport, sweep_book
+    from .ingest.books import book_ref, register_book
+    from .ingest.rebuild import RebuildReport, Unreplayable, rebuild
+    from .journal.decode import LINE_BYTES_MAX, NESTING_DEPTH_MAX, Line, decode_line
+    from .store.db import Database, DatabaseSettings
+    from .store.schema import migrate, schema_version
+    from .worker.loop import Worker, WorkerSettings
 
 __all__ = [
     "LINE_BYTES_MAX",
@@ -139,31 +139,31 @@ __all__ = [
 
 
 _SUBMODULES = {
-    "LINE_BYTES_MAX": "_decode",
-    "NESTING_DEPTH_MAX": "_decode",
-    "Line": "_decode",
-    "decode_line": "_decode",
-    "book_ref": "_books",
-    "register_book": "_books",
-    "Database": "_db",
-    "DatabaseSettings": "_db",
-    "ExitCode": "_exit_codes",
-    "ExitReading": "_exit_codes",
-    "read_exit_code": "_exit_codes",
-    "BookPass": "_pass",
-    "PassReport": "_pass",
-    "sweep_book": "_pass",
-    "RebuildReport": "_rebuild",
-    "Unreplayable": "_rebuild",
-    "rebuild": "_rebuild",
-    "migrate": "_schema",
-    "schema_version": "_schema",
-    "Worker": "_worker",
-    "WorkerSettings": "_worker",
+    "LINE_BYTES_MAX": "journal.decode",
+    "NESTING_DEPTH_MAX": "journal.decode",
+    "Line": "journal.decode",
+    "decode_line": "journal.decode",
+    "book_ref": "ingest.books",
+    "register_book": "ingest.books",
+    "Database": "store.db",
+    "DatabaseSettings": "store.db",
+    "ExitCode": "decisions.exit_codes",
+    "ExitReading": "decisions.exit_codes",
+    "read_exit_code": "decisions.exit_codes",
+    "BookPass": "ingest.book_pass",
+    "PassReport": "ingest.book_pass",
+    "sweep_book": "ingest.book_pass",
+    "RebuildReport": "ingest.rebuild",
+    "Unreplayable": "ingest.rebuild",
+    "rebuild": "ingest.rebuild",
+    "migrate": "store.schema",
+    "schema_version": "store.schema",
+    "Worker": "worker.loop",
+    "WorkerSettings": "worker.loop",
     "__version__": "_version",
 }
 """The submodule each public name comes from, imported on the name's first use (PEP 562): every
-import of a submodule (`platform_ingest._cli` by the console script) runs this file first, and a
+import of a submodule (`platform_ingest.cli.main` by the console script) runs this file first, and a
 command such as `sweep` has no use for most of them. The other public names are the errors'."""
 
 

@@ -2,8 +2,8 @@
 more than `max_s`, optionally shortened at random (`jitter`) so that many waiters spread out.
 
 One helper for every wait of the platform side: `Database.reconnect` (a pass's quick reconnects,
-which `_pass` uses when it starts over after a lost connection) and the worker's wait while
-Postgres is away (`_schedule.PostgresAway`, jittered).
+which `book_pass` uses when it starts over after a lost connection) and the worker's wait while
+Postgres is away (`schedule.PostgresAway`, jittered).
 """
 
 from __future__ import annotations

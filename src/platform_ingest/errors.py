@@ -35,7 +35,7 @@
      │    ├── SequenceGap                      kind "gap": lines were lost
      │    ├── BookMismatch                     kind "book_mismatch": a hello of another book
      │    └── ForeignStreamAhead               kind "foreign_stream_ahead": the pass parks
-     ├── DatabaseError                         Postgres said no (translated in `_db`, by SQLSTATE)
+     ├── DatabaseError                         Postgres said no (translated in `db`, by SQLSTATE)
      │    ├── DataRefused                      a book's value Postgres cannot store (22, 23, 54)
      │    ├── DatabaseUnavailable (ConnectionError)   connection lost or refused: retryable
      │    ├── DatabaseTimeout (TimeoutError)          a statement or lock timeout: retryable
@@ -425,7 +425,7 @@ class ForeignStreamAhead(StreamProblem):
 
 
 class DatabaseError(IngestError):
-    """Postgres refused or failed an operation (translated from the driver in `_db`)."""
+    """Postgres refused or failed an operation (translated from the driver in `db`)."""
 
     sqlstate: str | None = None
     """The SQLSTATE Postgres gave (None: raised by the client, or by this package)."""

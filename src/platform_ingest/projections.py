@@ -21,7 +21,7 @@ the cursor, or not at all. The projection never commits: the platform owns the t
 Its SQL goes through `ProjectionSession`, which refuses what would break the platform's promises:
 transaction control (COMMIT, ROLLBACK, SAVEPOINT, ...), session changes (SET ROLE, SET SESSION,
 RESET, DISCARD, LISTEN), several statements in one text, and DDL or locks on the platform's own
-tables. The platform's tables are written only by its listed statements (`_sql.STATEMENTS`): the
+tables. The platform's tables are written only by its listed statements (`statements.STATEMENTS`): the
 apply transaction compares Postgres's own count of the rows this transaction inserted, updated and
 deleted in each of them (`pg_stat_xact_user_tables`) before and after the projections ran, so a
 write by any route (a statement, a function, a trigger) refuses the batch. This guards against
@@ -31,7 +31,7 @@ An exception from `apply` (or a refused statement) rolls the whole batch back, c
 the attempt shows `error: {"kind": "projection_failed", ...}` in `show --json`, and the book is
 tried again after a growing wait (docs/how-to/write-a-projection.md).
 
-A projection joins late, or changes its `version`: `platform-ingest rebuild` (`_rebuild`) catches
+A projection joins late, or changes its `version`: `platform-ingest rebuild` (`rebuild`) catches
 it up from the journals still on disk. A projection whose version can change also has
 `reset(session)`, which empties its tables before the rebuild gives it every line again.
 
@@ -50,8 +50,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import psycopg
 from psycopg import sql as psycopg_sql
 
-from ._sql import PLATFORM_TABLES
 from .errors import ProjectionInvalid, ProjectionStatementRefused
+from .store.statements import PLATFORM_TABLES
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from engine_events._decode import decode_line, require_supported
 from engine_events._events import UnitDone
 from engine_events._line import LINE_BYTES_MAX, encode_line
 from engine_events.errors import LineError, MalformedLine, UnsupportedVersion
+from engine_events.readers.decode import decode_line, require_supported
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 CORPUS: dict[str, list[dict[str, Any]]] = json.loads((VECTORS / "lines.json").read_text())

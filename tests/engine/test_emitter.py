@@ -36,9 +36,9 @@ from engine_events import (
 from engine_events._emitter import Emitter
 from engine_events._lock import BookLock
 from engine_events._schema import DATABASE_FILE_NAME, SCHEMA_VERSION, connect, schema_version
-from engine_events._status import read_status
-from engine_events._verify import verify_journal
 from engine_events.errors import StreamFinished
+from engine_events.readers.status import read_status
+from engine_events.readers.verify import verify_journal
 
 
 def journal_lines(book_dir: Path) -> list[dict[str, object]]:

@@ -18,7 +18,7 @@ from engine_events import Spend, UnitDone
 from engine_events._emitter import Emitter
 from engine_events._lock import BookLock
 from engine_events._schema import DATABASE_FILE_NAME, connect, schema_version
-from engine_events._status import read_status, repair
+from engine_events.readers.status import read_status, repair
 from engine_events.testing import CRASH_POINTS, FaultyIO, SimulatedCrash, abandon
 
 Key = tuple[str, int]

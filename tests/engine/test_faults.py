@@ -16,7 +16,7 @@ import pytest
 from engine_events import JournalWriteError, Spend
 from engine_events._emitter import Emitter
 from engine_events._schema import DATABASE_FILE_NAME, connect
-from engine_events._status import read_status
+from engine_events.readers.status import read_status
 from engine_events.testing import FaultyIO
 
 

@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine_events._decode import decode_line
 from engine_events._events import (
     IDENTIFIER_BYTES_MAX,
     TEXT_BYTES_MAX,
@@ -34,6 +33,7 @@ from engine_events._events import (
 )
 from engine_events._line import LINE_BYTES_MAX, encode_line, format_time
 from engine_events.errors import EventError, LineTooLong, MalformedLine, MoneyError
+from engine_events.readers.decode import decode_line
 
 T = "2026-11-30T02:08:57.213Z"
 TIME_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")

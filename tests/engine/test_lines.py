@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine_events import _lines
-from engine_events._lines import LineReader, RawLine
+from engine_events.readers import lines as _lines
+from engine_events.readers.lines import LineReader, RawLine
 
 
 def reference(data: bytes, limit: int) -> tuple[list[RawLine], int]:

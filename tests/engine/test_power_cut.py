@@ -2,7 +2,7 @@
 
 A life of the reference engine is played in an `EngineWorld` whose journal calls go through a
 recording `PowerCutIO`, with a snapshot of the database after every COMMIT. For every cut point of
-the recording and every crash state there (see `engine_events._power_cut`), the surviving journal is
+the recording and every crash state there (see `engine_events.testing.power_cut`), the surviving journal is
 laid out next to the database as of the cut, and:
 
 - at the cut: every complete line is a committed row's bytes, repeats are byte-identical, the
@@ -34,7 +34,7 @@ import pytest
 
 from engine_events._demo import DemoOptions
 from engine_events._journal_file import JOURNAL_FILE_NAME
-from engine_events._verify import verify_journal
+from engine_events.readers.verify import verify_journal
 from engine_events.testing import (
     AFTER_COMMIT,
     BEFORE_DIRECTORY_FSYNC,

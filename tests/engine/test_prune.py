@@ -39,8 +39,8 @@ from engine_events._emitter import Emitter
 from engine_events._line import format_time
 from engine_events._lock import BookLock
 from engine_events._schema import DATABASE_FILE_NAME, connect
-from engine_events._status import read_status
 from engine_events.errors import BookDatabaseBusy, EngineEventsError
+from engine_events.readers.status import read_status
 from engine_events.testing import EngineWorld, FaultyIO, SimulatedCrash, abandon
 
 ZERO = dt.timedelta(0)

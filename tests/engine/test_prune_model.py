@@ -41,7 +41,7 @@ from engine_events._emitter import Emitter
 from engine_events._line import format_time
 from engine_events._lock import BookLock
 from engine_events._schema import DATABASE_FILE_NAME
-from engine_events._status import read_status, repair
+from engine_events.readers.status import read_status, repair
 from engine_events.testing import (
     CRASH_POINTS,
     MID_PRUNE,

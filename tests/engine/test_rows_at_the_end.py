@@ -26,7 +26,7 @@ from engine_events._outbox import streams
 from engine_events._projection import BATCH_LINES_MAX, Projector
 from engine_events._schema import DATABASE_FILE_NAME, connect
 from engine_events._sql import OUTBOX_AFTER
-from engine_events._status import repair
+from engine_events.readers.status import repair
 from engine_events.testing import EngineWorld, FaultyIO, SimulatedCrash, abandon
 
 

@@ -41,7 +41,7 @@ from engine_events._schema import (
     migrate,
     schema_version,
 )
-from engine_events._status import read_status
+from engine_events.readers.status import read_status
 
 RELEASED_STEPS = {
     1: "663b47e95ffc8d14c6afcc99a305e157108e4b073ccf7772c0e81fd7897fb4b3",

@@ -14,7 +14,7 @@ from engine_events import BankStop, Ceiling, Finished, PhaseCount, Progress, Spe
 from engine_events._emitter import Emitter
 from engine_events._schema import DATABASE_FILE_NAME, connect
 from engine_events._sql import ALL_STATEMENTS, MIGRATIONS, QUERIES
-from engine_events._status import read_status, repair
+from engine_events.readers.status import read_status, repair
 
 # Tables that grow with processes (one row per stream), never with events: reading them whole is
 # what the repair channel and recovery are for.

@@ -17,10 +17,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine_events import _verify, _verify_check
 from engine_events._events import Finished, Hello, Spend
 from engine_events._line import LINE_BYTES_MAX, encode_line
-from engine_events._verify import JournalReport, command, verify_journal
+from engine_events.readers import verify as _verify
+from engine_events.readers import verify_rules as _verify_check
+from engine_events.readers.verify import JournalReport, command, verify_journal
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 MANIFEST: list[dict[str, Any]] = json.loads((VECTORS / "journals.json").read_text())

@@ -33,8 +33,8 @@ from engine_events._events import (
     UnitDone,
 )
 from engine_events._line import LINE_BYTES_MAX, encode_line
-from engine_events._plain import plain
-from engine_events._watch import (
+from engine_events.readers.plain import plain
+from engine_events.readers.watch import (
     EXIT_BAD_JOURNAL,
     BookView,
     JournalNotRegular,

@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from platform_ingest import _sql
-from platform_ingest._cli import main
+from platform_ingest.cli.main import main
+from platform_ingest.store import statements as _sql
 from platform_journals import RUN_A, RUN_B, finished, hello, spend, unit_done, write
 
 pytestmark = pytest.mark.postgres
@@ -285,7 +285,7 @@ def test_embedded_postgres_is_started_and_stopped_by_the_command(
     book = make_book("book-1")
     write(book, hello(), unit_done(2, "u-1", 0))
     data_dir = tmp_path / "state"
-    command = [sys.executable, "-m", "platform_ingest._cli", "--data-dir", str(data_dir)]
+    command = [sys.executable, "-m", "platform_ingest.cli.main", "--data-dir", str(data_dir)]
     environment = {**os.environ, "PYTHONWARNINGS": "ignore"}
     environment.pop("PLATFORM_INGEST_DSN", None)
     swept = subprocess.run(
@@ -416,8 +416,8 @@ def test_a_one_shot_command_does_not_import_the_worker() -> None:
     """`sweep` and the other one-shot commands start without the worker's modules (change
     notification, metrics): about 40 ms of start-up they have no use for."""
     probe = (
-        "import sys, platform_ingest._cli; "
-        "print(sorted(m for m in ('platform_ingest._worker', 'watchdog', 'prometheus_client')"
+        "import sys, platform_ingest.cli.main; "
+        "print(sorted(m for m in ('platform_ingest.worker.loop', 'watchdog', 'prometheus_client')"
         " if m in sys.modules))"
     )
     found = subprocess.run(

@@ -25,12 +25,8 @@ from platform_ingest import (
     NotAnObject,
     UnsupportedVersion,
     WrongType,
-    _decode,
-    _journal,
     decode_line,
 )
-from platform_ingest._decode import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX, Line
-from platform_ingest._journal import Hint, Journal, complete_lines, file_identity
 from platform_ingest.errors import (
     DuplicateKey,
     LineRefused,
@@ -40,6 +36,10 @@ from platform_ingest.errors import (
     StringTooLong,
     WrongKeys,
 )
+from platform_ingest.journal import decode as _decode
+from platform_ingest.journal import reader as _journal
+from platform_ingest.journal.decode import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX, Line
+from platform_ingest.journal.reader import Hint, Journal, complete_lines, file_identity
 from platform_journals import hello, line, progress, spend, unit_done
 
 T = "2026-11-30T02:08:57.213Z"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from platform_ingest._cli import _parser
+from platform_ingest.cli.main import _parser
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "platform"
 BIN = Path(sys.executable).parent

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from platform_ingest import Database, sweep_book
-from platform_ingest._cli import main
+from platform_ingest.cli.main import main
 from platform_journals import (
     RUN_A,
     RUN_B,

@@ -29,14 +29,14 @@ from platform_ingest import (
     JournalOutsideRoots,
     NotUtf8Path,
     StreamNotSeen,
-    _sql,
     register_book,
 )
-from platform_ingest._cli import main
-from platform_ingest._db import classify
-from platform_ingest._operate import name_stream
-from platform_ingest._repair import repair_book
-from platform_ingest._show import show_state
+from platform_ingest.cli.main import main
+from platform_ingest.operate.naming import name_stream
+from platform_ingest.operate.repair import repair_book
+from platform_ingest.operate.show import show_state
+from platform_ingest.store import statements as _sql
+from platform_ingest.store.db import classify
 from platform_journals import (
     RUN_A,
     RUN_B,

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from platform_ingest import Database, _decode
-from platform_ingest._operate import release_attempt
+from platform_ingest import Database
+from platform_ingest.journal import decode as _decode
+from platform_ingest.operate.naming import release_attempt
 from platform_journals import (
     RUN_A,
     RUN_B,

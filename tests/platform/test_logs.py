@@ -13,8 +13,8 @@ import pytest
 
 from platform_ingest import Database, book_ref
 from platform_ingest._logs import FieldsLogger, configure
-from platform_ingest._operate import name_stream, release_attempt
-from platform_ingest._repair import repair_book
+from platform_ingest.operate.naming import name_stream, release_attempt
+from platform_ingest.operate.repair import repair_book
 from platform_journals import RUN_A, RUN_B, ceiling, hello, spend, sweep, write
 
 pytestmark = pytest.mark.postgres

@@ -9,9 +9,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from platform_ingest import Database, _sql, migrate, schema_version
-from platform_ingest._compact import compact_quiet
-from platform_ingest._show import show_state
+from platform_ingest import Database, migrate, schema_version
+from platform_ingest.operate.compact import compact_quiet
+from platform_ingest.operate.show import show_state
+from platform_ingest.store import statements as _sql
 from platform_journals import RUN_A, finished, hello, spend, sweep, unit_done, write
 
 pytestmark = pytest.mark.postgres

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 from platform_ingest import Database
-from platform_ingest._operate import name_stream, release_attempt
-from platform_ingest._remedies import skip_line
 from platform_ingest.errors import NotFound
+from platform_ingest.operate.naming import name_stream, release_attempt
+from platform_ingest.operate.remedies import skip_line
 from platform_journals import (
     BIN,
     RUN_A,
@@ -174,7 +174,7 @@ def test_show_follow_passes_over_a_stranger_s_notification(
 ) -> None:
     """Any session may NOTIFY on the channels: whatever it sends (not JSON, the wrong shape, a run
     id Postgres cannot hold, an unknown book id) is passed over, and the next real change prints."""
-    from platform_ingest._follow import follow
+    from platform_ingest.operate.follow import follow
 
     book = make_book("book-1")
     write(book, hello())

@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from platform_ingest._apply import Batch
-from platform_ingest._cursor import AttemptView
-from platform_ingest._rules import BatchHashes
-from platform_ingest._runs import RunView
+from platform_ingest.decisions.batch import Batch
+from platform_ingest.decisions.rules import BatchHashes
+from platform_ingest.decisions.runs import RunView
+from platform_ingest.decisions.views import AttemptView
 
 # Each step: apply the next seq of attempt N (0..2), or look up (attempt N, seq S).
 _steps = st.lists(

@@ -17,14 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from platform_ingest import Database, sweep_book
-from platform_ingest._cli import main
-from platform_ingest._project import install
-from platform_ingest._show import show_state
+from platform_ingest.cli.main import main
 from platform_ingest.errors import (
     ProjectionFailed,
     ProjectionInvalid,
     ProjectionStatementRefused,
 )
+from platform_ingest.ingest.projection_step import install
+from platform_ingest.operate.show import show_state
 from platform_ingest.projections import Event, ProjectionSession, check_projections, load_projection
 from platform_journals import (
     RUN_A,
@@ -468,7 +468,7 @@ def test_no_statement_writes_the_platforms_tables_and_commits(
 def test_every_table_the_migrations_create_is_guarded() -> None:
     """The guarded tables are read from the migrations: a table a new step creates is guarded
     with no list to remember."""
-    from platform_ingest._sql import PLATFORM_TABLES
+    from platform_ingest.store.statements import PLATFORM_TABLES
 
     assert {
         "ingest_schema_version",

@@ -16,11 +16,11 @@ import psycopg
 import pytest
 
 from platform_ingest import Database, sweep_book
-from platform_ingest._compact import compact_quiet
-from platform_ingest._prune import prune_runs
-from platform_ingest._rebuild import rebuild
-from platform_ingest._remedies import skip_line
 from platform_ingest.errors import ProjectionInvalid
+from platform_ingest.ingest.rebuild import rebuild
+from platform_ingest.operate.compact import compact_quiet
+from platform_ingest.operate.prune import prune_runs
+from platform_ingest.operate.remedies import skip_line
 from platform_journals import (
     BIN,
     RUN_A,

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from platform_ingest import ConfigError, Database, StreamDisowned
-from platform_ingest._cli import main
-from platform_ingest._operate import name_stream
-from platform_ingest._remedies import abandon_attempt, disown_stream, report_exit, skip_line
-from platform_ingest._repair import repair_book
-from platform_ingest._show import show_state
+from platform_ingest.cli.main import main
+from platform_ingest.operate.naming import name_stream
+from platform_ingest.operate.remedies import abandon_attempt, disown_stream, report_exit, skip_line
+from platform_ingest.operate.repair import repair_book
+from platform_ingest.operate.show import show_state
 from platform_journals import (
     RUN_A,
     RUN_B,

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from platform_ingest import BookPass, Database, register_book
-from platform_ingest._operate import name_stream, release_attempt
-from platform_ingest._remedies import (
+from platform_ingest.operate.naming import name_stream, release_attempt
+from platform_ingest.operate.remedies import (
     abandon_attempt,
     disown_stream,
     report_exit,

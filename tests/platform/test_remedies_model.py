@@ -69,16 +69,16 @@ from hypothesis.stateful import (
 )
 
 from platform_ingest import BookPass, ConfigError, Database, IngestError, NotFound, register_book
-from platform_ingest import _remedies as remedies
-from platform_ingest._cli import main
-from platform_ingest._compact import compact_quiet
-from platform_ingest._operate import name_stream, release_attempt
-from platform_ingest._pass import Mode
-from platform_ingest._prune import prune_runs
-from platform_ingest._rebuild import rebuild
-from platform_ingest._repair import repair_book
-from platform_ingest._show import show_state
+from platform_ingest.cli.main import main
 from platform_ingest.errors import RepairError
+from platform_ingest.ingest.book_pass import Mode
+from platform_ingest.ingest.rebuild import rebuild
+from platform_ingest.operate import remedies
+from platform_ingest.operate.compact import compact_quiet
+from platform_ingest.operate.naming import name_stream, release_attempt
+from platform_ingest.operate.prune import prune_runs
+from platform_ingest.operate.repair import repair_book
+from platform_ingest.operate.show import show_state
 from platform_journals import T, ceiling, finished, hello, line, progress, spend, unit_done
 from projection_fixtures import Recording
 

@@ -15,19 +15,19 @@ import psycopg
 import pytest
 
 from platform_ingest import BookPass, ConfigError, Database, JournalMissing, NotFound
-from platform_ingest._cli import main
-from platform_ingest._compact import compact_quiet
-from platform_ingest._operate import name_stream, release_attempt
-from platform_ingest._prune import prune_runs
-from platform_ingest._rebuild import rebuild
-from platform_ingest._remedies import (
+from platform_ingest.cli.main import main
+from platform_ingest.ingest.rebuild import rebuild
+from platform_ingest.operate.compact import compact_quiet
+from platform_ingest.operate.naming import name_stream, release_attempt
+from platform_ingest.operate.prune import prune_runs
+from platform_ingest.operate.remedies import (
     abandon_attempt,
     disown_stream,
     report_exit,
     skip_line,
     undisown_stream,
 )
-from platform_ingest._worker import Worker, WorkerSettings
+from platform_ingest.worker.loop import Worker, WorkerSettings
 from platform_journals import (
     RUN_A,
     RUN_B,

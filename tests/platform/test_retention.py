@@ -18,16 +18,16 @@ import psycopg
 import pytest
 
 from platform_ingest import ConfigError, Database
-from platform_ingest._books import book_lock_key
-from platform_ingest._compact import _record_digest, compact_quiet
-from platform_ingest._cursor import compacted_digest
-from platform_ingest._db import DatabaseSettings, set_statement_hook
-from platform_ingest._housekeeping import Housekeeping
 from platform_ingest._logs import FieldsLogger
-from platform_ingest._metrics import Metrics
-from platform_ingest._operate import name_stream
-from platform_ingest._prune import prune_runs
-from platform_ingest._show import show_state
+from platform_ingest.decisions.views import compacted_digest
+from platform_ingest.ingest.books import book_lock_key
+from platform_ingest.operate.compact import _record_digest, compact_quiet
+from platform_ingest.operate.naming import name_stream
+from platform_ingest.operate.prune import prune_runs
+from platform_ingest.operate.show import show_state
+from platform_ingest.store.db import DatabaseSettings, set_statement_hook
+from platform_ingest.worker.housekeeping import Housekeeping
+from platform_ingest.worker.metrics import Metrics
 from platform_journals import (
     BIN,
     RUN_A,

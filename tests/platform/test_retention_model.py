@@ -35,8 +35,8 @@ from hypothesis.stateful import (
 
 from memory_platform import MemoryPlatform, Platform, PostgresPlatform, shown_keys
 from platform_ingest import Database
-from platform_ingest._compact import _record_digest
-from platform_ingest._cursor import compacted_digest
+from platform_ingest.decisions.views import compacted_digest
+from platform_ingest.operate.compact import _record_digest
 from platform_journals import finished, hello, line, progress, spend, unit_done
 
 _books = itertools.count(1)

@@ -46,7 +46,7 @@ def demo(book: Path, *options: str) -> int:
 
 def platform_ingest(dsn: str, *argv: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "platform_ingest._cli", "--dsn", dsn, *argv],
+        [sys.executable, "-m", "platform_ingest.cli.main", "--dsn", dsn, *argv],
         capture_output=True,
         timeout=120,
         check=False,

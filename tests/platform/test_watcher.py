@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from platform_ingest import _watcher
-from platform_ingest._watcher import Watcher
+from platform_ingest.worker import watcher as _watcher
+from platform_ingest.worker.watcher import Watcher
 
 WAIT_S = 10.0
 """A bound on every wait for a report (not an expected speed)."""
@@ -200,7 +200,7 @@ WATCH_LIMIT_CHILD = textwrap.dedent(
     """
     import json, logging, sys, threading
     from pathlib import Path
-    from platform_ingest import _watcher
+    from platform_ingest.worker import watcher as _watcher
 
     LIMIT = "/proc/sys/user/max_inotify_watches"
     root = Path(sys.argv[1])

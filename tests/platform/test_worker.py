@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 from platform_ingest import Database, migrate
-from platform_ingest._membership import owner_of
+from platform_ingest.worker.membership import owner_of
 from platform_journals import (
     BIN,
     DEADLINE_S,
@@ -184,7 +184,7 @@ def test_a_killed_worker_loses_nothing_and_the_survivor_exits_zero(shared_run: S
     dsn = shared_run.dsn
     db = Database(dsn)
     try:
-        from platform_ingest._show import show_state
+        from platform_ingest.operate.show import show_state
 
         state = show_state(db)
     finally:

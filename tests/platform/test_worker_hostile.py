@@ -27,7 +27,7 @@ import psycopg
 import pytest
 
 from platform_ingest import Database
-from platform_ingest._show import show_state
+from platform_ingest.operate.show import show_state
 from platform_journals import (
     BIN,
     _environment,

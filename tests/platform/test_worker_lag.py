@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from platform_ingest import Database, _sql, register_book
-from platform_ingest._membership import (
+from platform_ingest import Database, register_book
+from platform_ingest.errors import ConfigError
+from platform_ingest.store import statements as _sql
+from platform_ingest.worker.loop import Worker, WorkerSettings
+from platform_ingest.worker.membership import (
     APPLICATION_NAME_BYTES_MAX,
     application_name,
     check_worker_id,
@@ -20,8 +23,6 @@ from platform_ingest._membership import (
     owner_of,
     roots_digest,
 )
-from platform_ingest._worker import Worker, WorkerSettings
-from platform_ingest.errors import ConfigError
 from platform_journals import append, book_state, hello, spend, sweep, unit_done, write
 
 pytestmark = pytest.mark.postgres

@@ -21,17 +21,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from platform_ingest import Database, _sql
-from platform_ingest._books import REGISTER_PAGE_BOOKS, register_books
-from platform_ingest._cursor import BOOK_PATH_CONFLICT
-from platform_ingest._db import set_statement_hook
-from platform_ingest._operate import name_stream
+from platform_ingest import Database
+from platform_ingest.decisions.views import BOOK_PATH_CONFLICT
 from platform_ingest.errors import (
     BookPathConflict,
     BookPathNotStorable,
     NotUtf8Path,
     PathOutsideRoots,
 )
+from platform_ingest.ingest.books import REGISTER_PAGE_BOOKS, register_books
+from platform_ingest.operate.naming import name_stream
+from platform_ingest.store import statements as _sql
+from platform_ingest.store.db import set_statement_hook
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -319,9 +320,9 @@ def test_a_survey_measures_its_books_a_page_at_a_time(db: Database, tmp_path: Pa
     """The worker's loop runs the passes due between the pages of a survey; the lag metrics are
     published once, after the last page."""
     from platform_ingest._logs import FieldsLogger
-    from platform_ingest._metrics import Metrics
-    from platform_ingest._schedule import Schedule
-    from platform_ingest._survey import BOOKS_BY_ID_PAGE, Survey
+    from platform_ingest.worker.metrics import Metrics
+    from platform_ingest.worker.schedule import Schedule
+    from platform_ingest.worker.survey import BOOKS_BY_ID_PAGE, Survey
 
     root = tmp_path / "books"
     _books_with_lines(root, BOOKS_BY_ID_PAGE * 2 + 7)
@@ -382,9 +383,9 @@ def test_a_rescan_finds_exactly_the_book_directories_under_its_roots(
     directories there, no more and no fewer, each registered book found by its id; a book gone
     is due no more and not found by its id."""
     from platform_ingest._logs import FieldsLogger
-    from platform_ingest._metrics import Metrics
-    from platform_ingest._schedule import Schedule
-    from platform_ingest._survey import Survey
+    from platform_ingest.worker.metrics import Metrics
+    from platform_ingest.worker.schedule import Schedule
+    from platform_ingest.worker.survey import Survey
 
     base = Path(tempfile.mkdtemp(prefix="rescan-"))
     roots = [base / "r0", base / "r1"]
@@ -451,8 +452,8 @@ def test_the_passes_between_survey_pages_are_bounded(
     over 10,000 books that all needed a pass finished its first survey only once every one of
     them was passed (37 s, against 2.6 s bounded: docs/performance.md). The bound is set to 0
     here, so no pass runs between pages at all."""
-    from platform_ingest import _worker
-    from platform_ingest._survey import BOOKS_BY_ID_PAGE
+    from platform_ingest.worker import loop as _worker
+    from platform_ingest.worker.survey import BOOKS_BY_ID_PAGE
 
     monkeypatch.setattr(_worker, "PASSES_BETWEEN_PAGES_S", 0.0)
     root = tmp_path / "books"

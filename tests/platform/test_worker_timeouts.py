@@ -14,9 +14,9 @@ import psycopg
 import pytest
 
 from platform_ingest import Database, DatabaseSettings, DatabaseTimeout
-from platform_ingest._project import install
-from platform_ingest._worker import Worker, WorkerSettings
+from platform_ingest.ingest.projection_step import install
 from platform_ingest.projections import Event, ProjectionSession
+from platform_ingest.worker.loop import Worker, WorkerSettings
 from platform_journals import append, book_state, hello, spend, sweep, wait_for, write
 
 pytestmark = pytest.mark.postgres
@@ -113,8 +113,8 @@ def test_a_sweep_whose_waits_run_out_records_the_problem_and_fails(
 def test_a_book_that_timed_out_waits_at_least_ten_times_its_pass() -> None:
     """The wait before the book is tried again doubles from 0.5 s (jittered) and is never shorter
     than the floor the worker gives: ten times what the failed pass held it for."""
-    from platform_ingest._schedule import Due, Schedule
-    from platform_ingest._worker import TIMED_OUT_WAIT_FACTOR
+    from platform_ingest.worker.loop import TIMED_OUT_WAIT_FACTOR
+    from platform_ingest.worker.schedule import Due, Schedule
 
     schedule, path = Schedule(), Path("/books/book-1")
     assert schedule.failed(path, Due("notify", 0.0)) <= 0.5

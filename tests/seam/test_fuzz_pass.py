@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from platform_ingest import LINE_BYTES_MAX, BookPass, Database, JournalUnreadable, register_book
-from platform_ingest._operate import name_stream
-from platform_ingest._pass import Mode
-from platform_ingest._show import show_state
+from platform_ingest.ingest.book_pass import Mode
+from platform_ingest.operate.naming import name_stream
+from platform_ingest.operate.show import show_state
 from seam_model import STATS
 
 pytestmark = pytest.mark.postgres

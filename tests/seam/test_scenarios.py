@@ -28,7 +28,7 @@ import orjson
 import pytest
 
 from engine_events._demo import DemoOptions, StopRequests
-from engine_events._verify import verify_journal
+from engine_events.readers.verify import verify_journal
 from engine_events.testing import (
     AFTER_COMMIT,
     EngineWorld,
@@ -37,7 +37,7 @@ from engine_events.testing import (
     reference_engine,
 )
 from platform_ingest import BookPass, Database, register_book
-from platform_ingest._show import show_state
+from platform_ingest.operate.show import show_state
 from seam_model import STATS
 
 pytestmark = pytest.mark.postgres

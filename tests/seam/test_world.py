@@ -58,9 +58,9 @@ from engine_events.testing import (
     SimulatedCrash,
 )
 from platform_ingest import BookPass, Database, DatabaseError, register_book
-from platform_ingest._apply import CommitHook
-from platform_ingest._compact import compact_quiet
-from platform_ingest._cursor import compacted_digest
+from platform_ingest.decisions.views import compacted_digest
+from platform_ingest.ingest.apply import CommitHook
+from platform_ingest.operate.compact import compact_quiet
 from seam_model import (
     COMMIT_FAULTS,
     STATS,

@@ -41,9 +41,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 
 from platform_ingest import BookPass, Database, DatabaseError, register_book, sweep_book
-from platform_ingest._project import install
-from platform_ingest._show import show_state
 from platform_ingest.errors import ProjectionFailed
+from platform_ingest.ingest.projection_step import install
+from platform_ingest.operate.show import show_state
 from platform_ingest.projections import Event, ProjectionSession
 from platform_journals import (
     RUN_A,

@@ -39,8 +39,8 @@ import orjson
 
 import engine_events
 from engine_events import _cli as engine_cli
-from platform_ingest import _cli as platform_cli
-from platform_ingest._embedded import embedded_postgres, postgres_binaries
+from platform_ingest.cli import main as platform_cli
+from platform_ingest.store.embedded import embedded_postgres, postgres_binaries
 
 BOOKS_PLACEHOLDER = "@BOOKS@"
 """What the dump says in place of the directory the books were in when the platform read them."""

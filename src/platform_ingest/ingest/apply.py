@@ -1,0 +1,341 @@
+"""The apply transaction: a bounded batch of lines, their effects and the cursors, all or nothing.
+
+A pass decides what each line does (`book_pass`) and gathers it in a `Batch`. `seal` takes a snapshot
+of everything the batch will write; `commit_sealed` writes it in ONE Postgres transaction, in this
+order:
+
+1. new runs and new attempts are inserted (an attempt that already exists means another pass got
+   there first: `CursorMoved`);
+2. the touched attempt rows are locked (`FOR UPDATE`) and their `last_seq` re-checked against what
+   the pass read — another worker may have moved them (`CursorMoved`);
+3. the touched runs are locked and the batch's effects folded onto each row as it is NOW (greatest
+   spend, latest progress, state moves in order); if the result is not what the pass expects,
+   someone else changed the run (`CursorMoved`); else it is written;
+4. one sha256 per applied line is written by binary COPY, and the units by another in a
+   savepoint (a unit the run already has fails it: the units then go in by one statement that
+   keeps each once, `ON CONFLICT DO NOTHING`); no round trip per line. A line hash already in
+   Postgres can only be there because another pass applied the line: the attempts were locked
+   and checked in step 2, so that unique violation is `CursorMoved` too;
+5. each cursor moves by compare-and-set (`UPDATE ... WHERE attempt_id = %s AND last_seq = %s`,
+   rowcount must be 1), and the book's scan hint moves (compare-and-set on its epoch, which `name`
+   and `release` bump);
+6. the projections installed are given the batch's events (`projection_step.project`), and a change
+   notification per attempt moved is queued (`pg_notify('platform_ingest', ...)`: its run id,
+   attempt id, state and last seq, no book id and no money). Postgres delivers notifications only
+   when the transaction commits, so a listener never hears of an effect that was rolled back.
+
+If any step fails nothing is committed: the pass reads its state again from Postgres and starts
+over, and nothing is applied twice.
+
+`Writer` runs `commit_sealed` on a thread of its own, one batch at a time, so that Postgres
+writes batch N while the pass reads and decides batch N+1. A sealed batch holds copies, never the
+pass's live objects' changing fields; the writer only fills in the ids it inserts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any, Literal
+
+import orjson
+
+from ..decisions.batch import Batch
+from ..decisions.runs import RunChanges, RunView
+from ..decisions.views import AttemptView, BookView
+from ..errors import CursorMoved, DataRefused
+from ..journal.decode import Line
+from ..journal.reader import Hint
+from ..projections import Projection
+from ..store import statements
+from ..store.db import Database
+from .projection_step import project
+
+BATCH_LINES_MAX = 20_000
+"""The most lines one apply transaction carries (docs/performance.md: larger batches than 5,000
+lines apply faster; beyond 20,000 the gain is within the noise and the memory is not)."""
+BATCH_BYTES_MAX = 8 * 1024 * 1024
+"""The most bytes of lines one apply transaction carries (the pass counts the lines' sizes as it
+decides them): a batch is sealed when it reaches either bound, so long lines make batches of fewer
+lines and the memory a batch holds stays bounded whatever the lines' length."""
+
+CommitStage = Literal["before", "locked"]
+"""Where a commit is: "before" (no transaction yet) or "locked" (the cursors locked)."""
+CommitHook = Callable[[CommitStage], None]
+"""Called by the writer at each `CommitStage` of every batch."""
+
+
+@dataclass(eq=False)
+class SealedBatch:
+    """A batch as it will be written: values copied when it was sealed."""
+
+    new_runs: list[RunView]
+    new_attempts: list[AttemptView]
+    advances: list[tuple[AttemptView, tuple[Any, ...], int]]
+    """(attempt, ATTEMPT_ADVANCE values without id and expected seq, expected last_seq)"""
+    runs: list[tuple[RunView, RunChanges, RunView]]
+    """(the pass's run, the batch's changes, the run as the pass expects it after them)"""
+    hash_attempts: list[AttemptView]
+    hash_seqs: list[int]
+    hash_values: list[bytes]
+    units: list[tuple[AttemptView, str, int, int]]
+    book_params: tuple[Any, ...]
+    """Always written: its compare-and-set on the book's epoch makes a batch fail if `name` or
+    `release` changed the book since the pass loaded it."""
+    starts: list[tuple[str, Hint, str | None]] = field(default_factory=list)
+    starts_reset: bool = False
+    lines: int = 0
+    last_line: tuple[str | None, int | None, int] | None = None
+    applied_attempts: list[AttemptView] = field(default_factory=list)
+    applied_lines: list[Line] = field(default_factory=list)
+
+    @property
+    def lines_applied(self) -> int:
+        return len(self.hash_seqs)
+
+
+def seal(batch: Batch, book: BookView) -> SealedBatch:
+    """Take the snapshot of `batch` that `commit_sealed` writes; the pass may go on changing its
+    attempts and runs after this."""
+    for run, changes in batch.run_changes.values():
+        if changes.progress is not None:
+            changes.progress = run.progress = progress_snapshot(changes.progress)
+    advances = []
+    for attempt in batch.touched.values():
+        expected = attempt.sealed_last_seq
+        advances.append((attempt, attempt.seal(), expected))
+        attempt.sealed_last_seq = attempt.last_seq
+    return SealedBatch(
+        new_runs=batch.new_runs,
+        new_attempts=batch.new_attempts,
+        advances=advances,
+        runs=[(run, changes, run.copy()) for run, changes in batch.run_changes.values()],
+        hash_attempts=batch.hash_attempts,
+        hash_seqs=batch.hash_seqs,
+        hash_values=batch.hash_values,
+        units=batch.units,
+        book_params=book.scan_params(),
+        starts=batch.starts,
+        starts_reset=batch.starts_reset,
+        lines=batch.lines,
+        last_line=batch.last_line,
+        applied_attempts=batch.applied_attempts,
+        applied_lines=batch.applied_lines,
+    )
+
+
+def progress_snapshot(phases: dict[str, Any]) -> dict[str, Any]:
+    """What is kept of a progress snapshot: `done` and `total` of each phase."""
+    return {
+        name: {"done": counts["done"], "total": counts["total"]} for name, counts in phases.items()
+    }
+
+
+def _id(value: int | None) -> int:
+    if value is None:
+        raise CursorMoved("a row this batch needs was not inserted")
+    return value
+
+
+def commit_sealed(
+    db: Database,
+    book_id: str,
+    sealed: SealedBatch,
+    hook: CommitHook | None = None,
+    projections: Sequence[Projection] = (),
+) -> None:
+    """Write `sealed` in one transaction (see the module docstring). Raises `CursorMoved` when
+    another pass moved a cursor first; the caller then re-reads its state from Postgres."""
+    if hook is not None:
+        hook("before")
+    with db.transaction():
+        for run in sealed.new_runs:
+            row = db.fetch_one(statements.RUN_INSERT, (book_id,))
+            run.run_id = _id(None if row is None else row["run_id"])
+        for attempt in sealed.new_attempts:
+            row = db.fetch_one(
+                statements.ATTEMPT_INSERT,
+                (book_id, _id(attempt.run.run_id), attempt.engine_run_id, "pending"),
+            )
+            if row is None:
+                raise CursorMoved(f"stream {attempt.engine_run_id} was registered by another pass")
+            attempt.attempt_id = row["attempt_id"]
+        new = {id(attempt) for attempt in sealed.new_attempts}
+        expected = {
+            _id(attempt.attempt_id): seq
+            for attempt, _, seq in sealed.advances
+            if id(attempt) not in new
+        }
+        if expected:
+            for attempt_id, last_seq in db.fetch_tuples(
+                statements.ATTEMPTS_LOCK, (sorted(expected),)
+            ):
+                if expected[attempt_id] != last_seq:
+                    raise CursorMoved(f"attempt {attempt_id} is at seq {last_seq} in Postgres")
+        if hook is not None:
+            hook("locked")
+        if sealed.runs:
+            by_id = {_id(run.run_id): (changes, wanted) for run, changes, wanted in sealed.runs}
+            for row in db.fetch_all(statements.RUNS_LOCK, (sorted(by_id),)):
+                current = RunView.from_row(row)
+                changes, wanted = by_id[row["run_id"]]
+                changes.fold_onto(current)
+                wanted.run_id = current.run_id
+                if current != wanted:
+                    raise CursorMoved(f"run {current.run_id} was changed by someone else")
+                db.execute(statements.RUN_UPDATE, current.update_params())
+        if sealed.hash_seqs:
+            _copy_line_hashes(db, sealed)
+        if sealed.units:
+            _write_units(db, sealed)
+        for attempt, values, seq in sealed.advances:
+            if db.execute(statements.ATTEMPT_ADVANCE, (*values, attempt.attempt_id, seq)) != 1:
+                raise CursorMoved(f"attempt {attempt.attempt_id} moved under the pass")
+        if db.execute(statements.BOOK_SCAN_ADVANCE, sealed.book_params) != 1:
+            raise CursorMoved("the book was named or released during the pass")
+        if sealed.starts_reset:
+            db.execute(statements.STREAM_STARTS_FORGET, (book_id,))
+        if sealed.starts:
+            _write_starts(db, book_id, sealed.starts)
+        if projections and sealed.advances:
+            project(
+                db,
+                book_id,
+                projections,
+                sealed.advances,
+                applied_attempts=sealed.applied_attempts,
+                applied_lines=sealed.applied_lines,
+            )
+            # A failure stands until the stream's cursor moves past it: a batch that only moved
+            # the stream's hint (past repeated lines) leaves it, with its count of failures.
+            moved = [
+                attempt.engine_run_id for attempt, values, seq in sealed.advances if values[1] > seq
+            ]
+            if moved:
+                db.execute(statements.PROJECTION_FAILURES_CLEAR, (book_id, moved))
+        if sealed.advances:
+            db.execute(statements.CHANGES_NOTIFY, (_notifications(sealed),))
+
+
+def _notifications(sealed: SealedBatch) -> list[str]:
+    """One payload per attempt the batch moved: ids, state and cursor only (no book id, whose
+    name may say whose it is, and no money: a listener needs to know what to re-read)."""
+    return [
+        orjson.dumps(
+            {
+                "run_id": attempt.run.run_id,
+                "attempt_id": attempt.attempt_id,
+                "state": values[0],
+                "last_seq": values[1],
+            }
+        ).decode()
+        for attempt, values, _ in sealed.advances
+    ]
+
+
+class Writer:
+    """Commits sealed batches on one thread of its own, at most one in flight.
+
+    `submit` first waits for the batch before (and raises its error, if it failed), so batches
+    commit in order and the pass learns of a failure before it hands over the next one.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        book_id: str,
+        hook: CommitHook | None,
+        projections: Sequence[Projection] = (),
+    ) -> None:
+        self._db = db
+        self._book_id = book_id
+        self._hook = hook
+        self._projections = projections
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-writer")
+        self._in_flight: Future[None] | None = None
+        self._in_flight_lines = 0
+        self._in_flight_sealed: SealedBatch | None = None
+        self.lines_committed = 0
+
+    @property
+    def busy(self) -> bool:
+        return self._in_flight is not None
+
+    def submit(self, sealed: SealedBatch) -> None:
+        self.drain()
+        self._in_flight = self._executor.submit(
+            commit_sealed, self._db, self._book_id, sealed, self._hook, self._projections
+        )
+        self._in_flight_lines = sealed.lines_applied
+        self._in_flight_sealed = sealed
+
+    def drain(self) -> None:
+        """Wait for the batch in flight; raise its error if it failed. A `DataRefused` of a batch
+        of one line names that line (`evidence`)."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None:
+            try:
+                in_flight.result()
+            except DataRefused as error:
+                sealed = self._in_flight_sealed
+                if sealed is not None and sealed.lines == 1:
+                    error.evidence = sealed.last_line
+                raise
+            self.lines_committed += self._in_flight_lines
+
+    def close(self) -> None:
+        """Wait for the batch in flight without raising (the pass is already failing or done)."""
+        if self._in_flight is not None:
+            wait_for([self._in_flight])
+            self._in_flight = None
+        self._executor.shutdown(wait=True)
+
+
+UNIQUE_VIOLATION = "23505"
+_ATTEMPT_ID = attrgetter("attempt_id")
+_RUN_ID = attrgetter("run.run_id")
+
+
+def _copy_line_hashes(db: Database, sealed: SealedBatch) -> None:
+    """COPY one row a line applied. A key already there means another pass applied one of these
+    lines (the cursor moved): `CursorMoved`, never `DataRefused`, which would quarantine the
+    stream for a race. The failed COPY has aborted the transaction, which is rolled back."""
+    attempt_ids = list(map(_ATTEMPT_ID, sealed.hash_attempts))
+    if None in attempt_ids:
+        raise CursorMoved("a row this batch needs was not inserted")
+    try:
+        db.copy(statements.LINE_HASHES_COPY, (attempt_ids, sealed.hash_seqs, sealed.hash_values))
+    except DataRefused as error:
+        if error.sqlstate != UNIQUE_VIOLATION:
+            raise
+        raise CursorMoved(f"a line of this batch was applied by another pass: {error}") from error
+
+
+def _write_units(db: Database, sealed: SealedBatch) -> None:
+    """Write the batch's units: by COPY, in a savepoint. A unit the run already has (an engine
+    that did a unit again, a batch that holds one twice) fails the COPY on the run's key; the
+    savepoint is rolled back and the units go in again by one statement that keeps each unit
+    once (`ON CONFLICT DO NOTHING`), as they always did. Nothing else of the transaction is lost,
+    and any other refusal is raised as it was."""
+    attempts, units, indexes, seqs = map(list, zip(*sealed.units, strict=True))
+    columns = (list(map(_RUN_ID, attempts)), units, indexes, list(map(_ATTEMPT_ID, attempts)), seqs)
+    try:
+        with db.transaction():  # nested: a savepoint
+            db.copy(statements.UNITS_COPY, columns)
+    except DataRefused as error:
+        if error.sqlstate != UNIQUE_VIOLATION:
+            raise
+        db.execute(statements.UNITS_INSERT, columns)
+
+
+def _write_starts(db: Database, book_id: str, starts: list[tuple[str, Hint, str | None]]) -> None:
+    """Record foreign streams' starts, one statement (the first start of a stream is kept)."""
+    columns: list[list[Any]] = [[], [], [], [], [], []]
+    for engine_run_id, hint, section in starts:
+        values = (engine_run_id, hint.offset, hint.line_bytes, hint.sha256, hint.file, section)
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    db.execute(statements.STREAM_STARTS_INSERT, (book_id, *columns))

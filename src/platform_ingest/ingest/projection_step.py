@@ -1,0 +1,226 @@
+"""The projections' part of a batch's apply transaction, and their registration.
+
+`project` runs last in `apply.commit_sealed`, after every compare-and-set of the platform has held
+(so a batch that loses a race never runs a projection's work for nothing):
+
+1. the projections' registry rows are locked for share (a rebuild that changes a version locks
+   them for update: a batch never straddles a version change) and the tracking rows of the batch's
+   attempts for update;
+2. a projection is *in step* with an attempt when its tracking `last_seq` equals the attempt's
+   cursor before the batch (a new attempt, or one at seq 0, starts in step at 0). Only then is
+   it given the attempt's events past that seq and its tracking moved to the attempt's new cursor
+   (seqs the batch passed with no event, an operator's skipped line, move it too). A projection
+   not in step, or registered at another version, is left behind: `platform-ingest rebuild`
+   catches it up, from the journal, and the live batch that follows finds it in step;
+3. Postgres's own count of rows this transaction wrote to each platform table is the same after
+   the projections as before them, and the transaction is still open: else
+   `ProjectionStatementRefused`.
+
+Anything a projection raises becomes `ProjectionFailed` (the batch is rolled back by the caller's
+transaction), naming the attempt and the last seq it was given.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+import psycopg.pq
+
+from ..decisions.views import AttemptView
+from ..errors import (
+    DatabaseTimeout,
+    DatabaseUnavailable,
+    ProjectionFailed,
+    ProjectionInvalid,
+    ProjectionStatementRefused,
+)
+from ..journal.decode import Line
+from ..projections import Event, Projection, ProjectionSession
+from ..store import statements
+from ..store.db import Database, classify
+from ..store.statements import PLATFORM_TABLES
+
+logger = logging.getLogger("platform_ingest")
+
+_new_event = tuple.__new__
+"""Builds an `Event` without the named tuple's own `__new__` (a Python function): one per line."""
+
+
+def install(db: Database, projections: Sequence[Projection]) -> None:
+    """Register each projection (at its version, if new) and run its `setup`, each in a
+    transaction of its own. A projection registered at another version is logged: live batches
+    leave it behind until `platform-ingest rebuild` brings it to this version."""
+    for projection in projections:
+        with db.transaction():
+            row = db.fetch_one(
+                statements.PROJECTION_REGISTER, (projection.name, projection.version)
+            )
+            registered = None if row is None else row["version"]
+            try:
+                projection.setup(ProjectionSession(db.connection, projection.name))
+            except ProjectionFailed:
+                raise
+            except Exception as error:
+                raise ProjectionInvalid(
+                    f"projection {projection.name}: setup() failed: {type(error).__name__}: "
+                    f"{_first_line(error)}"
+                ) from error
+        if registered != projection.version:
+            logger.warning(
+                "projection %s is at version %s in Postgres and %d here: it is given no events "
+                "until `platform-ingest rebuild` brings it to this version",
+                projection.name,
+                registered,
+                projection.version,
+            )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:500] if text else ""
+
+
+def _platform_writes(db: Database) -> dict[str, int]:
+    rows = db.fetch_tuples(statements.PLATFORM_WRITES_OF_TRANSACTION, (sorted(PLATFORM_TABLES),))
+    return {name: writes for name, writes in rows}
+
+
+def project(
+    db: Database,
+    book_id: str,
+    projections: Sequence[Projection],
+    advances: Sequence[tuple[AttemptView, tuple[Any, ...], int]],
+    *,
+    applied_attempts: Sequence[AttemptView],
+    applied_lines: Sequence[Line],
+) -> None:
+    """Step 4 of the module docstring's order, inside the caller's transaction."""
+    names = [projection.name for projection in projections]
+    attempts = {attempt.attempt_id: (attempt, values[1], seq) for attempt, values, seq in advances}
+    ids = sorted(attempt_id for attempt_id in attempts if attempt_id is not None)
+    if not ids:
+        return
+    versions = dict(db.fetch_tuples(statements.PROJECTIONS_LOCK, (names,)))
+    tracking = {
+        (name, attempt_id): last_seq
+        for name, attempt_id, last_seq in db.fetch_tuples(
+            statements.PROJECTION_TRACKING_LOCK, (names, ids)
+        )
+    }
+    events: dict[int, list[Event]] = {attempt_id: [] for attempt_id in ids}
+    for attempt, line in zip(applied_attempts, applied_lines, strict=True):
+        run_id, attempt_id = attempt.run.run_id, attempt.attempt_id
+        assert run_id is not None and attempt_id is not None  # inserted before this step
+        events[attempt_id].append(
+            _new_event(
+                Event,
+                (
+                    book_id,
+                    run_id,
+                    attempt_id,
+                    attempt.engine_run_id,
+                    line.seq,
+                    line.type,
+                    line.time,
+                    line.data,
+                ),
+            )
+        )
+    before = _platform_writes(db)
+    moves: tuple[list[str], list[int], list[int]] = ([], [], [])
+    for projection in projections:
+        if versions.get(projection.name) != projection.version:
+            continue  # registered at another version: the rebuild's to bring along
+        session = ProjectionSession(db.connection, projection.name)
+        for attempt_id in ids:
+            attempt, new_last_seq, expected = attempts[attempt_id]
+            done = tracking.get((projection.name, attempt_id))
+            if done is None and expected == 0:
+                done = 0
+            if done != expected or new_last_seq <= expected:
+                continue  # behind (added late, or a rebuild still catching up), or nothing new
+            todo = [event for event in events[attempt_id] if event.seq > expected]
+            if todo:
+                _apply_one(projection, session, todo, attempt_id, attempt.engine_run_id)
+                _check_platform_untouched(db, before, projection, todo[-1])
+            moves[0].append(projection.name)
+            moves[1].append(attempt_id)
+            moves[2].append(new_last_seq)
+    if moves[0]:
+        db.execute(statements.PROJECTION_TRACKING_WRITE, moves)
+
+
+def apply_verified(
+    db: Database,
+    projection: Projection,
+    events: Sequence[Event],
+    attempt_id: int,
+    engine_run_id: str,
+) -> None:
+    """Give `events` (one attempt's, in seq order) to `projection` inside the caller's
+    transaction, with the same checks as a live batch (`rebuild` uses it)."""
+    before = _platform_writes(db)
+    session = ProjectionSession(db.connection, projection.name)
+    _apply_one(projection, session, events, attempt_id, engine_run_id)
+    _check_platform_untouched(db, before, projection, events[-1])
+
+
+def _check_platform_untouched(
+    db: Database, before: dict[str, int], projection: Projection, last: Event
+) -> None:
+    """The transaction is still open, and Postgres counts no row written to a platform table
+    since `before` (only the projection ran since): else `ProjectionStatementRefused`."""
+    why = None
+    if db.connection.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
+        why = "the apply transaction was ended"
+    else:
+        after = _platform_writes(db)
+        touched = sorted(name for name, writes in after.items() if writes != before.get(name, 0))
+        if touched:
+            why = f"it wrote to the platform's table {touched[0]!r}"
+    if why is not None:
+        error = ProjectionStatementRefused(projection.name, why)
+        error.attempt_id, error.engine_run_id, error.seq = (
+            last.attempt_id,
+            last.engine_run_id,
+            last.seq,
+        )
+        raise error
+
+
+def _apply_one(
+    projection: Projection,
+    session: ProjectionSession,
+    events: Sequence[Event],
+    attempt_id: int,
+    engine_run_id: str,
+) -> None:
+    seq = events[-1].seq
+    try:
+        projection.apply(session, events)
+    except psycopg.Error as error:
+        kind = classify(error)
+        if kind in (DatabaseUnavailable, DatabaseTimeout):
+            # Postgres away or a bounded wait ran out: the worker's trouble, not the projection's.
+            raise kind(f"{kind.__name__} in projection {projection.name}: {error}") from error
+        raise ProjectionFailed(
+            projection.name,
+            f"{type(error).__name__} (SQLSTATE {error.sqlstate or 'client'}): {_first_line(error)}",
+            attempt_id=attempt_id,
+            engine_run_id=engine_run_id,
+            seq=seq,
+        ) from error
+    except ProjectionFailed as error:
+        error.attempt_id, error.engine_run_id, error.seq = attempt_id, engine_run_id, seq
+        raise
+    except Exception as error:  # whatever a projection raises stops only its book
+        raise ProjectionFailed(
+            projection.name,
+            f"{type(error).__name__}: {_first_line(error)}",
+            attempt_id=attempt_id,
+            engine_run_id=engine_run_id,
+            seq=seq,
+        ) from error

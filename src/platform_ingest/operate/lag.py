@@ -1,0 +1,180 @@
+"""Lag: how far a book's journal runs ahead of what Postgres holds, measured against the real head.
+
+For each book: the bytes and the complete lines in `events.jsonl` past the place the next pass
+would start (the least of the book's scan hint and the hints of its active and parked attempts,
+as in `book_pass`), and the age of the last applied line (seconds since a line of the book was last
+applied, on the server's clock). An idle book has no bytes past its cursor and a growing age; a
+stuck one (a parked book, a worker that cannot reach Postgres, a worker that is gone) has bytes
+and lines past its cursor AND a growing age.
+
+A hint taken in another file (the journal was replaced) counts the whole file as lag: the next
+pass will read it from byte 0. Counting lines reads the bytes past the cursor in bounded chunks;
+`lines_bytes_max` caps how much is read (the count is then a lower bound, `lines_exact` false).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..decisions.views import LIVE_STATES, awaits_lines
+from ..journal.reader import JOURNAL_NAME, file_identity
+from ..store import statements
+from ..store.db import Database, Row
+
+_COUNT_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+
+COUNT_CHUNK_BYTES = 1024 * 1024
+"""How much one read asks for while lines past the cursor are counted."""
+
+LAG_PAGE_BOOKS = 500
+"""Books are measured in pages of this many (one query per page)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """One book's lag."""
+
+    bytes: int
+    """Bytes in the journal past the cursor (a trailing unterminated line included)."""
+    lines: int
+    """Complete lines past the cursor."""
+    lines_exact: bool
+    last_applied_at: datetime | None
+    """When a line of this book was last applied (None: never)."""
+    age_s: float | None
+    """Seconds since then, on the server's clock (None: never)."""
+    file_size: int
+    cursor_offset: int
+    journal_refused: bool = False
+    """Something is at the journal's path that a pass refuses (not a regular file: a FIFO, a
+    symbolic link, a directory) or the journal could not be read: no lag shows, but a pass
+    records the book's problem."""
+    journal_missing: bool = False
+    """Nothing is at the journal's path, or the book's directory is gone."""
+    lines_awaited: bool = False
+    """The journal is missing and an attempt of the book waits for its lines
+    (`views.awaits_lines`): the book's problem is `journal_missing`."""
+
+    @property
+    def journal(self) -> str:
+        """What is at the journal's path: `ok`, `missing` or `refused`."""
+        if self.journal_missing:
+            return "missing"
+        return "refused" if self.journal_refused else "ok"
+
+    def as_json(self) -> dict[str, Any]:
+        """The book's `lag` in `show --json`. The age itself is not in it (it would make two
+        readings of an unchanged state differ): it is now minus `last_applied_at`."""
+        return {
+            "bytes": self.bytes,
+            "lines": self.lines,
+            "lines_exact": self.lines_exact,
+            "journal": self.journal,
+            "last_applied_at": (
+                None if self.last_applied_at is None else self.last_applied_at.isoformat()
+            ),
+        }
+
+
+def count_lines(path: Path, start: int, end: int, bytes_max: int | None) -> tuple[int, bool]:
+    """Newlines in `path` between `start` and `end` (at most `bytes_max` bytes read)."""
+    if end <= start:
+        return 0, True
+    stop = end if bytes_max is None else min(end, start + bytes_max)
+    lines = 0
+    try:
+        # Never blocks: a FIFO or a device at the journal's path is not read (the pass shows it).
+        fd = os.open(path, _COUNT_FLAGS)
+    except OSError:
+        return 0, False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return 0, False
+        offset = start
+        while offset < stop:
+            chunk = os.pread(fd, min(COUNT_CHUNK_BYTES, stop - offset), offset)
+            if not chunk:
+                break
+            lines += chunk.count(b"\n")
+            offset += len(chunk)
+    except OSError:
+        return lines, False
+    finally:
+        os.close(fd)
+    return lines, stop == end
+
+
+def _cursor(book: Row, attempts: Sequence[Row], identity: str | None) -> int:
+    """Where the next pass would start reading (0 when a hint belongs to another file)."""
+    offsets: list[int] = []
+    if book["scan_mode"] is not None:
+        if book["scan_offset"] and book["scan_file"] != identity:
+            return 0
+        offsets.append(book["scan_offset"])
+    else:
+        offsets.append(0)
+    for attempt in attempts:
+        if attempt["state"] in LIVE_STATES and attempt["hint_offset"]:
+            if attempt["hint_file"] != identity:
+                return 0
+            offsets.append(attempt["hint_offset"])
+    return min(offsets)
+
+
+def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None = None) -> Lag:
+    """The lag of one book from its row (`statements.BOOKS_*`) and its attempts' rows
+    (`statements.ATTEMPTS_LAG_OF_BOOKS`)."""
+    path = Path(book["path"]) / JOURNAL_NAME
+    refused = missing = False
+    try:
+        found = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        size, identity, missing = 0, None, True
+    except OSError:
+        size, identity, refused = 0, None, True
+    else:
+        regular = stat.S_ISREG(found.st_mode)
+        size, identity = (found.st_size, file_identity(found)) if regular else (0, None)
+        refused = not regular
+    cursor = min(_cursor(book, attempts, identity), size)
+    lines, exact = count_lines(path, cursor, size, lines_bytes_max)
+    refused = refused or (not exact and lines == 0 and cursor < size)
+    applied = [row["last_applied_at"] for row in attempts if row["last_applied_at"] is not None]
+    last_applied_at = max(applied) if applied else None
+    age_s = None
+    if last_applied_at is not None:
+        now: datetime = attempts[0]["now"]
+        age_s = max(0.0, (now - last_applied_at).total_seconds())
+    # Only a missing journal needs it (one more stat, of the directory, only then).
+    awaited = missing and awaits_lines(
+        (row["state"] for row in attempts),
+        journal_read=book["scan_file"] is not None
+        or last_applied_at is not None
+        or not os.path.isdir(book["path"]),
+    )
+    return Lag(
+        size - cursor, lines, exact, last_applied_at, age_s, size, cursor, refused, missing, awaited
+    )
+
+
+def lag_of_books(
+    db: Database, books: Sequence[Row], *, lines_bytes_max: int | None = None
+) -> dict[str, Lag]:
+    """The lag of each book (rows as `statements.BOOKS_BY_ID` returns them), by book id."""
+    lags: dict[str, Lag] = {}
+    for first in range(0, len(books), LAG_PAGE_BOOKS):
+        page = books[first : first + LAG_PAGE_BOOKS]
+        attempts: dict[str, list[Row]] = {book["book_id"]: [] for book in page}
+        for row in db.fetch_all(statements.ATTEMPTS_LAG_OF_BOOKS, (list(attempts),)):
+            attempts[row["book_id"]].append(row)
+        for book in page:
+            lags[book["book_id"]] = book_lag(
+                book, attempts[book["book_id"]], lines_bytes_max=lines_bytes_max
+            )
+    return lags

@@ -1,0 +1,295 @@
+"""Postgres through psycopg 3: the one execute helper, bounded waits, and driver errors translated.
+
+Every statement goes through `Database.execute` (or `fetch_*`, or `copy` for a listed binary
+`COPY ... FROM STDIN`), which refuses a text that is not in `statements.STATEMENTS`. Every wait is
+bounded: the connection is made with `connect_timeout`, and the session carries
+`statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`, so a stuck server or
+a held lock becomes a `DatabaseTimeout` that shows, never a hang.
+
+Driver errors are translated here and only here (`_translated`), by SQLSTATE class: a lost
+connection or a server in trouble becomes `DatabaseUnavailable`, a timeout `DatabaseTimeout` (both
+retryable by the caller, who then re-reads its cursor from Postgres), a value Postgres cannot
+store (classes 22, 23, 54) `DataRefused` (the problem of the book whose lines carry it, never a
+reason to reconnect), anything else `DatabaseError`. Nothing is retried in this module. (The
+caller may know better for one statement: a unique violation of the line hashes' COPY means another
+pass applied the line, and `apply` raises it as `CursorMoved`.)
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.errors
+from psycopg.rows import BaseRowFactory, dict_row, tuple_row
+
+from .._backoff import Backoff
+from ..errors import DatabaseError, DatabaseTimeout, DatabaseUnavailable, DataRefused, IngestError
+from .copy_data import copy_data
+from .statements import LISTED_TEXTS, Statement
+
+logger = logging.getLogger("platform_ingest")
+
+Row = dict[str, Any]
+StatementHook = Callable[[Statement], None]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """Bounds on every wait. Times are in the unit their name ends with."""
+
+    statement_timeout_ms: int = 30_000
+    lock_timeout_ms: int = 5_000
+    idle_in_transaction_timeout_ms: int = 60_000
+    connect_timeout_s: int = 10
+    reconnect_attempts_max: int = 40
+    reconnect_wait_s: float = 0.25
+    reconnect_wait_max_s: float = 2.0
+    tcp_keepalive_idle_s: int = 10
+    """A client that vanished (host down, network cut) is noticed by the server after about
+    `idle + interval * count` seconds; its session, and the worker's share of books, ends then."""
+    tcp_keepalive_interval_s: int = 5
+    tcp_keepalive_count: int = 3
+
+
+_statement_hook: StatementHook | None = None
+
+
+def set_statement_hook(hook: StatementHook | None) -> None:
+    """Call `hook` with every statement before it is sent (tests record what runs)."""
+    global _statement_hook  # noqa: PLW0603 - one process-wide observation point, off by default
+    _statement_hook = hook
+
+
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
+"""admin_shutdown, crash_shutdown, cannot_connect_now: the server is going or not yet back."""
+_TIMEOUT_STATES = frozenset({"57014", "55P03", "40001", "40P01", "25P03"})
+"""query_canceled (statement_timeout), lock_not_available (lock_timeout), serialization_failure,
+deadlock_detected, idle_in_transaction_session_timeout: a bounded wait ran out."""
+_SERVER_CLASSES = frozenset({"08", "53", "58"})
+"""connection exception, insufficient resources (disk full, out of memory, too many
+connections), system error: the server's trouble, the same for every book."""
+_DATA_CLASSES = frozenset({"22", "23", "54"})
+"""data exception, integrity constraint violation, program limit exceeded: Postgres cannot store
+the values one book's lines carry. That book's problem, never a reason to reconnect."""
+
+
+def classify(error: psycopg.Error) -> type[DatabaseError]:
+    """The error class of a driver error, by its SQLSTATE (its class, the first two characters),
+    never by the driver's exception type: psycopg raises `ProgramLimitExceeded` (an index row too
+    large for one book's value) as an `OperationalError`, as it does a lost connection.
+
+    An error with no SQLSTATE was raised by the client: `DataError` when psycopg refused to send a
+    value (a NUL in text), otherwise the connection is gone.
+    """
+    state = error.sqlstate
+    if state is None:
+        if isinstance(error, psycopg.DataError):
+            return DataRefused
+        return DatabaseUnavailable
+    if state in _TIMEOUT_STATES:
+        return DatabaseTimeout
+    if state in _UNAVAILABLE_STATES or state[:2] in _SERVER_CLASSES:
+        return DatabaseUnavailable
+    if state[:2] in _DATA_CLASSES:
+        return DataRefused
+    return DatabaseError
+
+
+_MESSAGES: dict[type[DatabaseError], str] = {
+    DatabaseTimeout: "Postgres wait passed its bound or broke a deadlock",
+    DatabaseUnavailable: "Postgres connection lost or refused",
+    DataRefused: "Postgres cannot store a value of this book",
+    DatabaseError: "Postgres refused the operation",
+}
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Translate psycopg's errors into this package's (`classify`), keeping the driver error as
+    the cause and its SQLSTATE on the new error."""
+    try:
+        yield
+    except psycopg.Error as error:
+        kind = classify(error)
+        state = error.sqlstate or "client"
+        translated = kind(f"{_MESSAGES[kind]} (SQLSTATE {state}): {_first_line(error)}")
+        translated.sqlstate = error.sqlstate
+        raise translated from error
+    except UnicodeEncodeError as error:
+        # psycopg encodes text parameters itself; a string it cannot encode never reached Postgres.
+        raise DataRefused(f"{_MESSAGES[DataRefused]} (not encodable: {error.reason})") from error
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _check_listed(statement: Statement, *kinds: str) -> None:
+    """Refuse a statement that is not listed, or not of one of `kinds` (a COPY runs only through
+    `Database.copy`, and nothing else does); then show it to the statement hook."""
+    if statement.text not in LISTED_TEXTS:
+        raise IngestError(f"statement {statement.name!r} is not in the listed statements")
+    if statement.kind not in kinds:
+        raise IngestError(
+            f"statement {statement.name!r} of kind {statement.kind!r} cannot run here"
+        )
+    if _statement_hook is not None:
+        _statement_hook(statement)
+
+
+class Database:
+    """One connection (autocommit; writes go through `transaction()`), made on first use."""
+
+    def __init__(
+        self,
+        dsn: str,
+        settings: DatabaseSettings | None = None,
+        *,
+        application_name: str = "platform-ingest",
+    ) -> None:
+        self.dsn = dsn
+        self.settings = settings or DatabaseSettings()
+        self.application_name = application_name
+        """Shown in `pg_stat_activity`; a worker's session announces the worker by it."""
+        self._connection: psycopg.Connection[Any] | None = None
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        settings = self.settings
+        options = (
+            f"-c statement_timeout={settings.statement_timeout_ms}"
+            f" -c lock_timeout={settings.lock_timeout_ms}"
+            f" -c idle_in_transaction_session_timeout={settings.idle_in_transaction_timeout_ms}"
+            f" -c tcp_keepalives_idle={settings.tcp_keepalive_idle_s}"
+            f" -c tcp_keepalives_interval={settings.tcp_keepalive_interval_s}"
+            f" -c tcp_keepalives_count={settings.tcp_keepalive_count}"
+        )
+        with _translated():
+            return psycopg.connect(
+                self.dsn,
+                autocommit=True,
+                connect_timeout=settings.connect_timeout_s,
+                options=options,
+                application_name=self.application_name,
+                keepalives=1,
+                keepalives_idle=settings.tcp_keepalive_idle_s,
+                keepalives_interval=settings.tcp_keepalive_interval_s,
+                keepalives_count=settings.tcp_keepalive_count,
+            )
+
+    @property
+    def connection(self) -> psycopg.Connection[Any]:
+        if self._connection is None or self._connection.closed:
+            self._connection = self._connect()
+        return self._connection
+
+    @property
+    def is_open(self) -> bool:
+        """True while the current connection is usable (never connects)."""
+        return self._connection is not None and not self._connection.closed
+
+    @property
+    def backend_pid(self) -> int:
+        """The server process of this connection (tests use it to kill the connection)."""
+        return self.connection.info.backend_pid
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def connect_once(self) -> None:
+        """Drop the connection and try once to make a new one (bounded by `connect_timeout_s`);
+        `DatabaseUnavailable` when the server is still away. The caller owns the waiting."""
+        self.close()
+        self._connection = self._connect()
+
+    def reconnect(self) -> None:
+        """Drop the connection and make a new one, waiting (bounded) while the server is away."""
+        self.close()
+        settings = self.settings
+        backoff = Backoff(settings.reconnect_wait_s, settings.reconnect_wait_max_s)
+        for attempt in range(1, settings.reconnect_attempts_max + 1):
+            try:
+                self._connection = self._connect()
+                return
+            except DatabaseUnavailable:
+                if attempt == settings.reconnect_attempts_max:
+                    raise
+                logger.info("Postgres unavailable; reconnect attempt %d waits", attempt)
+                time.sleep(backoff.next_s())
+
+    def _cursor(
+        self, statement: Statement, params: Sequence[Any], row_factory: BaseRowFactory[T]
+    ) -> psycopg.Cursor[T]:
+        """Execute one listed statement on a new cursor whose rows `row_factory` makes."""
+        _check_listed(statement, "query", "ddl")
+        cursor = self.connection.cursor(row_factory=row_factory)
+        return cursor.execute(statement.text, params)
+
+    def copy(self, statement: Statement, columns: Sequence[Sequence[Any]]) -> int:
+        """Run one listed binary `COPY ... FROM STDIN` (kind "copy") of the rows whose values
+        `columns` holds (one sequence a column, of the statement's `types`), sent as one piece of
+        data (`copy_data`); return the rows Postgres wrote. Inside a `transaction()` the rows are
+        written with it, or not at all."""
+        _check_listed(statement, "copy")
+        try:
+            data = copy_data(statement.types, columns)
+        except (struct.error, UnicodeEncodeError) as error:
+            raise DataRefused(f"{_MESSAGES[DataRefused]} (not encodable: {error})") from error
+        with _translated():
+            cursor = self.connection.cursor()
+            with cursor.copy(statement.text) as copy:
+                copy.write(data)
+            return cursor.rowcount
+
+    def listen(self, statement: Statement) -> None:
+        """Run one listed `LISTEN` (kind "session") on this connection: its notifications then
+        come through `notifications`."""
+        with _translated():
+            _check_listed(statement, "session")
+            self.connection.execute(statement.text)
+
+    def notifications(self, timeout_s: float) -> Iterator[psycopg.Notify]:
+        """The notifications of the channels this connection listens on that arrive within
+        `timeout_s` (those already received first); errors translated as for a statement."""
+        with _translated():
+            yield from self.connection.notifies(timeout=timeout_s)
+
+    def execute(self, statement: Statement, params: Sequence[Any] = ()) -> int:
+        """Run one listed statement; return its rowcount."""
+        with _translated():
+            return self._cursor(statement, params, tuple_row).rowcount
+
+    def fetch_all(self, statement: Statement, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one listed statement and return its rows as dicts (`dict_row`)."""
+        with _translated():
+            return self._cursor(statement, params, dict_row).fetchall()
+
+    def fetch_tuples(self, statement: Statement, params: Sequence[Any] = ()) -> list[Any]:
+        """Run one listed statement and return its rows as tuples (hot paths)."""
+        with _translated():
+            return self._cursor(statement, params, tuple_row).fetchall()
+
+    def fetch_one(self, statement: Statement, params: Sequence[Any] = ()) -> Row | None:
+        """Run one listed statement and return its first row as a dict, or None (`fetchone`)."""
+        with _translated():
+            return self._cursor(statement, params, dict_row).fetchone()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Commit on success, roll back on error; a failed rollback never hides the first error.
+
+        A connection lost mid-transaction raises `DatabaseUnavailable`: nothing of the transaction
+        was committed unless the commit itself was acknowledged.
+        """
+        with _translated(), self.connection.transaction():
+            yield

@@ -1,0 +1,871 @@
+"""Every SQL statement `platform_ingest` runs, in one module-level list.
+
+Nothing else reaches Postgres: the one execute helper in `db` refuses a text that is not listed
+here, and a test runs EXPLAIN on each statement of kind "query" over a database filled with enough
+rows that a full scan would show (no sequential scan of a table that grows with books or events).
+A statement of kind "copy" (`COPY ... FROM STDIN`, run by `db`'s copy helper) has no plan: the
+test checks instead that its target table has its columns, of its types.
+
+Lock order, everywhere: attempts, then runs, then books. Placeholders are psycopg's `%s`, and `%b` (binary) for the
+large arrays of a batch, which are cheaper to send that way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+SCHEMA_VERSION = 4
+"""The schema version this code writes; a database at a higher version is refused."""
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One listed statement. `kind` "ddl" has no query plan to check (migrations only); `kind`
+    "copy" is a binary `COPY ... FROM STDIN` whose rows carry `types` (Postgres type names, one a
+    column, in the order of the statement's columns); `kind` "session" changes only the session
+    (`LISTEN`), and has no plan either."""
+
+    name: str
+    text: str
+    kind: Literal["query", "ddl", "copy", "session"] = "query"
+    types: tuple[str, ...] = ()
+
+
+def _q(name: str, text: str) -> Statement:
+    return Statement(name, " ".join(text.split()))
+
+
+def _ddl(name: str, text: str) -> Statement:
+    return Statement(name, " ".join(text.split()), kind="ddl")
+
+
+def _copy(name: str, text: str, types: tuple[str, ...]) -> Statement:
+    return Statement(name, " ".join(text.split()), kind="copy", types=types)
+
+
+_RUN_COLUMNS = (
+    "run_id, book_id, state, reason, stop, refusal, outcome, exit_code, committed_micro_usd,"
+    " shortfall_micro_usd, settled_micro_usd, progress"
+)
+_ATTEMPT_COLUMNS = (
+    "attempt_id, run_id, engine_run_id, state, last_seq, last_line_sha256, hint_offset,"
+    " hint_line_bytes, hint_file, stream_index, stream_version, chunker_version, error_kind,"
+    " error_seq, error_offset, error_detail, last_line_time, exit_status, compacted_seq,"
+    " compacted_sha256,"
+    " EXISTS (SELECT 1 FROM line_skips s WHERE s.attempt_id = attempts.attempt_id) AS has_skips"
+)
+_BOOK_COLUMNS = (
+    "book_id, path, scan_offset, scan_line_bytes, scan_sha256, scan_file, scan_stream, scan_mode,"
+    " scan_epoch, error_kind, error_seq, error_offset, error_detail, starts_from_zero,"
+    " ARRAY(SELECT p.kind FROM book_problems p WHERE p.book_id = books.book_id ORDER BY p.kind)"
+    " AS problem_kinds,"
+    " (SELECT count(*) FROM stream_starts t WHERE t.book_id = books.book_id) AS starts_recorded"
+)
+
+# --- migrations -----------------------------------------------------------------------------
+
+SCHEMA_TABLE_EXISTS = _q("schema_table_exists", "SELECT to_regclass('ingest_schema_version')")
+SCHEMA_TABLE_CREATE = _ddl(
+    "schema_table_create",
+    """CREATE TABLE IF NOT EXISTS ingest_schema_version (
+         version integer PRIMARY KEY,
+         migrated_at timestamptz NOT NULL DEFAULT now())""",
+)
+SCHEMA_LOCK = _q("schema_lock", "SELECT pg_advisory_xact_lock(%s)")
+SCHEMA_VERSION_READ = _q(
+    "schema_version_read",
+    "SELECT version FROM ingest_schema_version ORDER BY version DESC LIMIT 1",
+)
+SCHEMA_VERSION_RECORD = _q(
+    "schema_version_record", "INSERT INTO ingest_schema_version (version) VALUES (%s)"
+)
+
+MIGRATIONS: dict[int, tuple[Statement, ...]] = {
+    1: (
+        _ddl(
+            "v1_books",
+            """CREATE TABLE books (
+                 book_id text PRIMARY KEY,
+                 path text NOT NULL UNIQUE,
+                 scan_offset bigint NOT NULL DEFAULT 0 CHECK (scan_offset >= 0),
+                 scan_line_bytes integer NOT NULL DEFAULT 0,
+                 scan_sha256 bytea,
+                 scan_file text,
+                 scan_stream text,
+                 scan_mode text,
+                 scan_epoch bigint NOT NULL DEFAULT 0,
+                 error_kind text,
+                 error_seq bigint,
+                 error_offset bigint,
+                 error_detail text,
+                 registered_at timestamptz NOT NULL DEFAULT now())""",
+        ),
+        _ddl(
+            "v1_runs",
+            """CREATE TABLE runs (
+                 run_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                 book_id text NOT NULL REFERENCES books,
+                 state text NOT NULL CHECK (state IN
+                   ('running', 'paused', 'completed', 'failed', 'refused')),
+                 reason text,
+                 stop text CHECK (stop IN ('soft', 'hard')),
+                 refusal text,
+                 outcome text,
+                 exit_code integer,
+                 committed_micro_usd bigint NOT NULL DEFAULT 0 CHECK (committed_micro_usd >= 0),
+                 shortfall_micro_usd bigint CHECK (shortfall_micro_usd >= 0),
+                 settled_micro_usd bigint CHECK (settled_micro_usd >= 0),
+                 progress jsonb NOT NULL DEFAULT '{}',
+                 created_at timestamptz NOT NULL DEFAULT now(),
+                 updated_at timestamptz NOT NULL DEFAULT now())""",
+        ),
+        _ddl("v1_runs_book", "CREATE INDEX runs_book ON runs (book_id, run_id)"),
+        _ddl(
+            "v1_attempts",
+            """CREATE TABLE attempts (
+                 attempt_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                 book_id text NOT NULL REFERENCES books,
+                 run_id bigint NOT NULL REFERENCES runs,
+                 engine_run_id text NOT NULL,
+                 state text NOT NULL CHECK (state IN ('pending', 'active', 'parked', 'finished',
+                   'stalled', 'quarantined', 'refused', 'superseded')),
+                 last_seq bigint NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
+                 last_line_sha256 bytea,
+                 hint_offset bigint NOT NULL DEFAULT 0 CHECK (hint_offset >= 0),
+                 hint_line_bytes integer NOT NULL DEFAULT 0,
+                 hint_file text,
+                 stream_index integer,
+                 stream_version text,
+                 chunker_version text,
+                 error_kind text,
+                 error_seq bigint,
+                 error_offset bigint,
+                 error_detail text,
+                 last_line_time text,
+                 last_applied_at timestamptz,
+                 created_at timestamptz NOT NULL DEFAULT now(),
+                 UNIQUE (book_id, engine_run_id))""",
+        ),
+        _ddl("v1_attempts_run", "CREATE INDEX attempts_run ON attempts (run_id)"),
+        # One row per applied line: what was applied at each (attempt, seq), so a duplicate of ANY
+        # earlier seq is compared with it. Written only together with its attempt's cursor.
+        _ddl(
+            "v1_line_hashes",
+            """CREATE TABLE line_hashes (
+                 attempt_id bigint NOT NULL,
+                 seq bigint NOT NULL,
+                 sha256 bytea NOT NULL,
+                 PRIMARY KEY (attempt_id, seq))""",
+        ),
+        # One row per unit of a run, recorded once. Written only in the transaction that holds
+        # its run's row lock, so no foreign key is checked per row.
+        _ddl(
+            "v1_run_units",
+            """CREATE TABLE run_units (
+                 run_id bigint NOT NULL,
+                 unit text NOT NULL,
+                 unit_index bigint NOT NULL,
+                 attempt_id bigint NOT NULL,
+                 seq bigint NOT NULL,
+                 PRIMARY KEY (run_id, unit))""",
+        ),
+    ),
+    2: (
+        # What stops a book as a whole, apart from its lines: a journal that is not a regular file,
+        # a book directory swapped after registration, a value Postgres cannot store, a second
+        # directory of the same name. Kept apart from the scan state, which passes compare-and-set.
+        _ddl(
+            "v2_book_problems",
+            """CREATE TABLE book_problems (
+                 book_id text NOT NULL REFERENCES books,
+                 kind text NOT NULL,
+                 detail text NOT NULL,
+                 path text,
+                 since timestamptz NOT NULL DEFAULT now(),
+                 seen_at timestamptz NOT NULL DEFAULT now(),
+                 PRIMARY KEY (book_id, kind))""",
+        ),
+        # A stream's place in the book is the byte offset of its hello (file order), not the order
+        # in which passes first saw the streams: in named mode a stream named late is seen late.
+        _ddl(
+            "v2_attempts_stream_offset",
+            "ALTER TABLE attempts ALTER COLUMN stream_index TYPE bigint",
+        ),
+        # The exit status the launcher reports (`exited`): a process that wrote no `finished`
+        # still ends its run. `exited`, `disowned` and `abandoned` are states an operator's or the
+        # launcher's word puts an attempt in.
+        _ddl(
+            "v2_attempts_exit",
+            """ALTER TABLE attempts ADD COLUMN exit_status integer,
+                 ADD COLUMN exited_at timestamptz,
+                 DROP CONSTRAINT attempts_state_check,
+                 ADD CONSTRAINT attempts_state_check CHECK (state IN ('pending', 'active',
+                   'parked', 'finished', 'stalled', 'quarantined', 'refused', 'superseded',
+                   'exited', 'disowned', 'abandoned'))""",
+        ),
+        # Every operator remedy and launcher report: who, why, when, and the evidence it overrode.
+        # Never updated, never deleted by the apply path.
+        _ddl(
+            "v2_operator_actions",
+            """CREATE TABLE operator_actions (
+                 action_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                 book_id text NOT NULL REFERENCES books,
+                 engine_run_id text,
+                 action text NOT NULL,
+                 by_whom text NOT NULL,
+                 reason text NOT NULL,
+                 at timestamptz NOT NULL DEFAULT now(),
+                 evidence jsonb NOT NULL DEFAULT '{}')""",
+        ),
+        _ddl(
+            "v2_operator_actions_book",
+            "CREATE INDEX operator_actions_book ON operator_actions (book_id, action_id)",
+        ),
+        # A line an operator skipped (`skip`): at this seq of this attempt, the line with this
+        # sha256 advances the cursor with no effect, and only that line.
+        _ddl(
+            "v2_line_skips",
+            """CREATE TABLE line_skips (
+                 attempt_id bigint NOT NULL,
+                 seq bigint NOT NULL,
+                 sha256 bytea NOT NULL,
+                 action_id bigint NOT NULL,
+                 PRIMARY KEY (attempt_id, seq))""",
+        ),
+    ),
+    3: (
+        # Bounded storage. `changed_at`: when the attempt last moved (a line, a state, a hint), so
+        # a quiet one can be found. `compacted_seq`/`compacted_sha256`: seqs 1..compacted_seq have
+        # no `line_hashes` rows any more; their hashes, in seq order, hash to `compacted_sha256`.
+        # `compaction_pending`: the digest is written and the rows are still being deleted.
+        _ddl(
+            "v3_attempts_compaction",
+            """ALTER TABLE attempts ADD COLUMN changed_at timestamptz NOT NULL DEFAULT now(),
+                 ADD COLUMN compacted_seq bigint NOT NULL DEFAULT 0 CHECK (compacted_seq >= 0),
+                 ADD COLUMN compacted_sha256 bytea,
+                 ADD COLUMN compacted_at timestamptz,
+                 ADD COLUMN compaction_pending boolean NOT NULL DEFAULT false""",
+        ),
+        _ddl(
+            "v3_attempts_to_compact",
+            """CREATE INDEX attempts_to_compact ON attempts (changed_at)
+                 WHERE compacted_seq = 0 AND last_seq > 0
+                   AND state IN ('finished', 'superseded', 'exited', 'disowned', 'abandoned')""",
+        ),
+        _ddl(
+            "v3_attempts_compaction_pending",
+            """CREATE INDEX attempts_compaction_pending ON attempts (attempt_id)
+                 WHERE compaction_pending""",
+        ),
+        # Where each foreign stream's hello lies (named mode): `name` moves the scan back to it
+        # instead of to byte 0. `starts_from_zero`: every foreign hello since byte 0 of the
+        # journal is recorded (else `name` must read the journal from byte 0 again).
+        _ddl(
+            "v3_stream_starts",
+            """CREATE TABLE stream_starts (
+                 book_id text NOT NULL REFERENCES books,
+                 engine_run_id text NOT NULL,
+                 hint_offset bigint NOT NULL CHECK (hint_offset >= 0),
+                 hint_line_bytes integer NOT NULL,
+                 hint_sha256 bytea,
+                 hint_file text,
+                 hint_stream text,
+                 PRIMARY KEY (book_id, engine_run_id))""",
+        ),
+        _ddl(
+            "v3_books_starts_from_zero",
+            "ALTER TABLE books ADD COLUMN starts_from_zero boolean NOT NULL DEFAULT false",
+        ),
+        # Ended runs, oldest first, for `prune` (pruned runs leave the index with their rows).
+        _ddl(
+            "v3_runs_ended",
+            """CREATE INDEX runs_ended ON runs (updated_at)
+                 WHERE state IN ('completed', 'failed', 'refused')""",
+        ),
+        # A stream whose run was pruned (`prune`): its lines, still in the journal, are never
+        # applied again. `cleanup_pending`: its attempt's hashes and its run's units are still
+        # being deleted, a bounded transaction at a time.
+        _ddl(
+            "v3_pruned_streams",
+            """CREATE TABLE pruned_streams (
+                 book_id text NOT NULL REFERENCES books,
+                 engine_run_id text NOT NULL,
+                 run_id bigint NOT NULL,
+                 attempt_id bigint NOT NULL,
+                 last_seq bigint NOT NULL,
+                 pruned_at timestamptz NOT NULL DEFAULT now(),
+                 cleanup_pending boolean NOT NULL DEFAULT true,
+                 PRIMARY KEY (book_id, engine_run_id))""",
+        ),
+        _ddl(
+            "v3_pruned_streams_cleanup",
+            """CREATE INDEX pruned_streams_cleanup ON pruned_streams (attempt_id)
+                 WHERE cleanup_pending""",
+        ),
+    ),
+    4: (
+        # Projections (`platform_ingest.projections`): the registry of the projections a database
+        # has seen, each at the version whose data its tables hold.
+        _ddl(
+            "v4_projections",
+            """CREATE TABLE projections (
+                 name text PRIMARY KEY,
+                 version integer NOT NULL CHECK (version >= 1),
+                 registered_at timestamptz NOT NULL DEFAULT now(),
+                 rebuilt_at timestamptz)""",
+        ),
+        # A projection's own cursor over each attempt (a tracking record): the last seq whose
+        # event it applied. Written in the transaction that applies those events, so a crash
+        # anywhere leaves it equal to what the projection's tables hold.
+        _ddl(
+            "v4_projection_tracking",
+            """CREATE TABLE projection_tracking (
+                 projection text NOT NULL REFERENCES projections ON DELETE CASCADE,
+                 attempt_id bigint NOT NULL,
+                 last_seq bigint NOT NULL CHECK (last_seq >= 0),
+                 PRIMARY KEY (projection, attempt_id))""",
+        ),
+        # The last failure of a projection on a stream: the batch was rolled back (the stream's
+        # attempt may not be in Postgres yet), the book waits for its retry. Removed by the
+        # commit that next moves the stream's attempt.
+        # A change of a book's scan epoch is an operator's (or the launcher's) word on the book:
+        # `name`, `release` and every remedy bump it. Running workers LISTEN on this channel, so
+        # the change reaches the worker that owns the book at once. The payload is the book id.
+        _ddl(
+            "v4_book_changed_function",
+            """CREATE FUNCTION platform_ingest_book_changed() RETURNS trigger
+                 LANGUAGE plpgsql AS $$
+               BEGIN
+                 PERFORM pg_notify('platform_ingest_control', NEW.book_id);
+                 RETURN NULL;
+               END $$""",
+        ),
+        _ddl(
+            "v4_book_changed_trigger",
+            """CREATE TRIGGER books_changed_notify AFTER UPDATE OF scan_epoch ON books
+                 FOR EACH ROW WHEN (OLD.scan_epoch IS DISTINCT FROM NEW.scan_epoch)
+                 EXECUTE FUNCTION platform_ingest_book_changed()""",
+        ),
+        _ddl(
+            "v4_projection_failures",
+            """CREATE TABLE projection_failures (
+                 book_id text NOT NULL REFERENCES books,
+                 engine_run_id text NOT NULL,
+                 projection text NOT NULL,
+                 seq bigint,
+                 detail text NOT NULL,
+                 failures bigint NOT NULL DEFAULT 1,
+                 since timestamptz NOT NULL DEFAULT now(),
+                 seen_at timestamptz NOT NULL DEFAULT now(),
+                 PRIMARY KEY (book_id, engine_run_id))""",
+        ),
+    ),
+}
+
+# --- books ----------------------------------------------------------------------------------
+
+BOOKS_INSERT = _q(
+    "books_insert",
+    # A page of books at once (ids, paths): those already registered are left as they are. No
+    # conflict target: two workers registering the same new book at once may meet on either unique
+    # index (book_id or path), and both mean "already registered".
+    """INSERT INTO books (book_id, path) SELECT * FROM unnest(%s::text[], %s::text[])
+       ON CONFLICT DO NOTHING""",
+)
+BOOK_SELECT = _q("book_select", f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id = %s")
+BOOK_SELECT_BY_PATH = _q(
+    "book_select_by_path", f"SELECT {_BOOK_COLUMNS} FROM books WHERE path = %s"
+)
+BOOK_LOCK = _q("book_lock", "SELECT pg_try_advisory_lock(%s)")
+BOOK_UNLOCK = _q("book_unlock", "SELECT pg_advisory_unlock(%s)")
+BOOK_SCAN_ADVANCE = _q(
+    "book_scan_advance",
+    """UPDATE books SET scan_offset = %s, scan_line_bytes = %s, scan_sha256 = %s, scan_file = %s,
+         scan_stream = %s, scan_mode = %s, error_kind = %s, error_seq = %s, error_offset = %s,
+         error_detail = %s, starts_from_zero = %s
+       WHERE book_id = %s AND scan_epoch = %s""",
+)
+BOOK_SCAN_BACK = _q(
+    "book_scan_back",
+    """UPDATE books SET scan_offset = %s, scan_line_bytes = %s, scan_sha256 = %s, scan_file = %s,
+         scan_stream = %s, scan_epoch = scan_epoch + 1
+       WHERE book_id = %s AND scan_offset > %s""",
+)
+BOOK_SCAN_RESET = _q(
+    "book_scan_reset",
+    """UPDATE books SET scan_offset = 0, scan_line_bytes = 0, scan_sha256 = NULL,
+         scan_file = NULL, scan_stream = NULL, scan_epoch = scan_epoch + 1
+       WHERE book_id = %s""",
+)
+BOOK_PROBLEM_SET = _q(
+    "book_problem_set",
+    """INSERT INTO book_problems (book_id, kind, detail, path) VALUES (%s, %s, %s, %s)
+       ON CONFLICT (book_id, kind) DO UPDATE SET detail = EXCLUDED.detail,
+         path = EXCLUDED.path, seen_at = now()""",
+)
+BOOK_PROBLEMS_CLEAR = _q(
+    "book_problems_clear",
+    "DELETE FROM book_problems WHERE book_id = %s AND kind = ANY(%s)",
+)
+BOOK_JOURNAL_MISSING_ENDED = _q(
+    "book_journal_missing_ended",
+    """DELETE FROM book_problems WHERE book_id = %s AND kind = 'journal_missing'
+       AND NOT EXISTS (SELECT 1 FROM attempts WHERE book_id = %s AND state = ANY(%s))""",
+)
+BOOK_PROBLEMS_OF_BOOKS = _q(
+    "book_problems_of_books",
+    """SELECT book_id, kind, detail, path, since, seen_at FROM book_problems
+       WHERE book_id = ANY(%s) ORDER BY book_id, kind""",
+)
+BOOKS_PAGE = _q(
+    "books_page",
+    f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id > %s ORDER BY book_id LIMIT %s",
+)
+BOOKS_BY_ID = _q(
+    "books_by_id",
+    f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id = ANY(%s) ORDER BY book_id",
+)
+
+# --- runs -----------------------------------------------------------------------------------
+
+RUN_INSERT = _q(
+    "run_insert",
+    f"INSERT INTO runs (book_id, state) VALUES (%s, 'running') RETURNING {_RUN_COLUMNS}",
+)
+RUNS_OF_BOOK = _q(
+    "runs_of_book", f"SELECT {_RUN_COLUMNS} FROM runs WHERE book_id = %s ORDER BY run_id"
+)
+RUN_CURRENT_LOCK = _q(
+    "run_current_lock",
+    f"""SELECT {_RUN_COLUMNS} FROM runs WHERE book_id = %s ORDER BY run_id DESC LIMIT 1
+        FOR UPDATE""",
+)
+RUNS_LOCK = _q(
+    "runs_lock",
+    f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ANY(%s) ORDER BY run_id FOR UPDATE",
+)
+RUN_UPDATE = _q(
+    "run_update",
+    """UPDATE runs SET state = %s, reason = %s, stop = %s, refusal = %s, outcome = %s,
+         exit_code = %s, committed_micro_usd = %s, shortfall_micro_usd = %s,
+         settled_micro_usd = %s, progress = %s::jsonb, updated_at = now()
+       WHERE run_id = %s""",
+)
+BOOKS_OF_RUNS = _q(
+    "books_of_runs", "SELECT DISTINCT book_id FROM runs WHERE run_id = ANY(%s) ORDER BY book_id"
+)
+RUNS_OF_BOOKS = _q(
+    "runs_of_books",
+    f"SELECT {_RUN_COLUMNS} FROM runs WHERE book_id = ANY(%s) ORDER BY book_id, run_id",
+)
+
+# --- stream starts and pruned streams ---------------------------------------------------------
+
+STREAM_STARTS_INSERT = _q(
+    "stream_starts_insert",
+    """INSERT INTO stream_starts (book_id, engine_run_id, hint_offset, hint_line_bytes,
+         hint_sha256, hint_file, hint_stream)
+       SELECT %s, * FROM unnest(%b::text[], %b::bigint[], %b::integer[], %b::bytea[], %b::text[],
+         %b::text[])
+       ON CONFLICT (book_id, engine_run_id) DO NOTHING""",
+)
+STREAM_STARTS_FORGET = _q("stream_starts_forget", "DELETE FROM stream_starts WHERE book_id = %s")
+STREAM_START_OF = _q(
+    "stream_start_of",
+    """SELECT hint_offset, hint_line_bytes, hint_sha256, hint_file, hint_stream FROM stream_starts
+       WHERE book_id = %s AND engine_run_id = %s""",
+)
+PRUNED_STREAMS_OF_BOOK = _q(
+    "pruned_streams_of_book", "SELECT engine_run_id FROM pruned_streams WHERE book_id = %s"
+)
+PRUNED_STREAM_EXISTS = _q(
+    "pruned_stream_exists",
+    "SELECT 1 FROM pruned_streams WHERE book_id = %s AND engine_run_id = %s",
+)
+
+# --- attempts -------------------------------------------------------------------------------
+
+ATTEMPT_INSERT = _q(
+    "attempt_insert",
+    """INSERT INTO attempts (book_id, run_id, engine_run_id, state)
+       VALUES (%s, %s, %s, %s)
+       ON CONFLICT (book_id, engine_run_id) DO NOTHING RETURNING attempt_id""",
+)
+ATTEMPTS_OF_BOOK = _q(
+    "attempts_of_book",
+    f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE book_id = %s ORDER BY attempt_id",
+)
+ATTEMPT_BY_STREAM_LOCK = _q(
+    "attempt_by_stream_lock",
+    f"""SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE book_id = %s AND engine_run_id = %s
+        FOR UPDATE""",
+)
+ATTEMPTS_LOCK = _q(
+    "attempts_lock",
+    """SELECT attempt_id, last_seq FROM attempts WHERE attempt_id = ANY(%s)
+       ORDER BY attempt_id FOR UPDATE""",
+)
+# The cursor's compare-and-set: the row is locked, and `last_seq` must still be what this pass
+# read; rowcount 1 or the whole transaction is rolled back (CursorMoved).
+ATTEMPT_ADVANCE = _q(
+    "attempt_advance",
+    """UPDATE attempts SET state = %s, last_seq = %s, last_line_sha256 = %s, hint_offset = %s,
+         hint_line_bytes = %s, hint_file = %s, stream_index = %s, stream_version = %s,
+         chunker_version = %s, error_kind = %s, error_seq = %s, error_offset = %s,
+         error_detail = %s, last_line_time = %s,
+         last_applied_at = CASE WHEN %s THEN now() ELSE last_applied_at END, changed_at = now()
+       WHERE attempt_id = %s AND last_seq = %s""",
+)
+ATTEMPT_RELEASE = _q(
+    "attempt_release",
+    """UPDATE attempts SET state = %s, error_kind = NULL, error_seq = NULL, error_offset = NULL,
+         error_detail = NULL, changed_at = now()
+       WHERE attempt_id = %s AND state = %s""",
+)
+ATTEMPT_QUARANTINE = _q(
+    "attempt_quarantine",
+    """UPDATE attempts SET state = 'quarantined', error_kind = %s, error_seq = %s,
+         error_offset = %s, error_detail = %s, changed_at = now()
+       WHERE attempt_id = %s AND state = %s""",
+)
+ATTEMPT_EXITED = _q(
+    "attempt_exited",
+    """UPDATE attempts SET exit_status = %s, exited_at = now(), changed_at = now(),
+         state = CASE WHEN state IN ('pending', 'active') THEN 'exited' ELSE state END
+       WHERE attempt_id = %s""",
+)
+ATTEMPT_SET_STATE = _q(
+    "attempt_set_state",
+    """UPDATE attempts SET state = %s, error_kind = NULL, error_seq = NULL, error_offset = NULL,
+         error_detail = NULL, changed_at = now()
+       WHERE attempt_id = %s AND state = %s""",
+)
+ATTEMPT_INSERT_DISOWNED = _q(
+    "attempt_insert_disowned",
+    """INSERT INTO attempts (book_id, run_id, engine_run_id, state)
+       VALUES (%s, %s, %s, 'disowned') RETURNING attempt_id""",
+)
+ATTEMPT_DELETE_DISOWNED = _q(
+    "attempt_delete_disowned",
+    "DELETE FROM attempts WHERE attempt_id = %s AND state = 'disowned' AND last_seq = 0",
+)
+ATTEMPTS_UNPARK = _q(
+    "attempts_unpark",
+    """UPDATE attempts SET state = CASE WHEN exit_status IS NULL THEN 'active' ELSE 'exited' END,
+         error_kind = NULL, error_seq = NULL, error_offset = NULL, error_detail = NULL,
+         changed_at = now()
+       WHERE book_id = %s AND state = 'parked'""",
+)
+ATTEMPTS_OF_RUNS = _q(
+    "attempts_of_runs",
+    f"""SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ANY(%s)
+        ORDER BY run_id, stream_index NULLS LAST, attempt_id""",
+)
+
+# --- compaction and pruning (bounded storage) ----------------------------------------------------
+
+QUIET_ATTEMPTS = _q(
+    "quiet_attempts",
+    """SELECT attempt_id FROM attempts
+       WHERE compacted_seq = 0 AND last_seq > 0
+         AND state IN ('finished', 'superseded', 'exited', 'disowned', 'abandoned')
+         AND changed_at < now() - make_interval(secs => %s)
+       ORDER BY changed_at LIMIT %s""",
+)
+COMPACTIONS_PENDING = _q(
+    "compactions_pending",
+    "SELECT attempt_id FROM attempts WHERE compaction_pending ORDER BY attempt_id LIMIT %s",
+)
+ATTEMPT_FOR_COMPACTION = _q(
+    "attempt_for_compaction",
+    """SELECT a.attempt_id, a.book_id, a.engine_run_id, a.state, a.last_seq, a.compacted_seq,
+         a.compaction_pending, a.changed_at < now() - make_interval(secs => %s) AS quiet,
+         EXISTS (SELECT 1 FROM attempts p WHERE p.book_id = a.book_id AND p.state = 'parked')
+           AS book_parked
+       FROM attempts a WHERE a.attempt_id = %s FOR UPDATE OF a""",
+)
+LINE_HASHES_PAGE = _q(
+    "line_hashes_page",
+    """SELECT seq, sha256 FROM line_hashes WHERE attempt_id = %s AND seq > %s AND seq <= %s
+       ORDER BY seq LIMIT %s""",
+)
+BOOK_LOCK_FOR_TRANSACTION = _q("book_lock_for_transaction", "SELECT pg_try_advisory_xact_lock(%s)")
+ATTEMPT_COMPACTED = _q(
+    "attempt_compacted",
+    """UPDATE attempts SET compacted_seq = %s, compacted_sha256 = %s, compacted_at = now(),
+         compaction_pending = true
+       WHERE attempt_id = %s AND last_seq = %s AND compacted_seq = 0""",
+)
+LINE_HASHES_DELETE_RANGE = _q(
+    "line_hashes_delete_range",
+    "DELETE FROM line_hashes WHERE attempt_id = %s AND seq > %s AND seq <= %s",
+)
+ATTEMPT_COMPACTION_DONE = _q(
+    "attempt_compaction_done",
+    "UPDATE attempts SET compaction_pending = false WHERE attempt_id = %s",
+)
+RUNS_TO_PRUNE = _q(
+    "runs_to_prune",
+    """SELECT r.run_id, r.book_id FROM runs r
+       WHERE r.state IN ('completed', 'failed', 'refused')
+         AND r.updated_at < now() - make_interval(secs => %s)
+         AND r.run_id < (SELECT max(l.run_id) FROM runs l WHERE l.book_id = r.book_id)
+         AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = r.run_id
+               AND (a.state IN ('pending', 'active', 'parked')
+                    OR a.changed_at >= now() - make_interval(secs => %s)))
+       ORDER BY r.updated_at LIMIT %s""",
+)
+RUN_FOR_PRUNING = _q(
+    "run_for_pruning",
+    f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s FOR UPDATE",
+)
+ATTEMPTS_OF_RUN_LOCK = _q(
+    "attempts_of_run_lock",
+    """SELECT attempt_id, engine_run_id, state, last_seq, compacted_seq, changed_at,
+         changed_at < now() - make_interval(secs => %s) AS quiet
+       FROM attempts WHERE run_id = %s ORDER BY attempt_id FOR UPDATE""",
+)
+PRUNED_STREAM_INSERT = _q(
+    "pruned_stream_insert",
+    """INSERT INTO pruned_streams (book_id, engine_run_id, run_id, attempt_id, last_seq)
+       VALUES (%s, %s, %s, %s, %s)""",
+)
+LINE_SKIPS_OF_RUN_DELETE = _q(
+    "line_skips_of_run_delete",
+    """DELETE FROM line_skips WHERE attempt_id IN
+         (SELECT attempt_id FROM attempts WHERE run_id = %s)""",
+)
+ATTEMPTS_OF_RUN_DELETE = _q("attempts_of_run_delete", "DELETE FROM attempts WHERE run_id = %s")
+RUN_DELETE = _q("run_delete", "DELETE FROM runs WHERE run_id = %s")
+PRUNE_CLEANUP_PENDING = _q(
+    "prune_cleanup_pending",
+    """SELECT attempt_id, run_id, last_seq FROM pruned_streams WHERE cleanup_pending
+       ORDER BY attempt_id LIMIT %s""",
+)
+RUN_UNITS_DELETE_SOME = _q(
+    "run_units_delete_some",
+    """DELETE FROM run_units WHERE run_id = %s AND unit IN
+         (SELECT unit FROM run_units WHERE run_id = %s LIMIT %s)""",
+)
+RUN_UNITS_COUNT = _q("run_units_count", "SELECT count(*) AS units FROM run_units WHERE run_id = %s")
+PRUNE_CLEANUP_DONE = _q(
+    "prune_cleanup_done",
+    "UPDATE pruned_streams SET cleanup_pending = false WHERE attempt_id = %s AND cleanup_pending",
+)
+
+# --- operator actions -------------------------------------------------------------------
+
+ACTION_INSERT = _q(
+    "action_insert",
+    """INSERT INTO operator_actions (book_id, engine_run_id, action, by_whom, reason, evidence)
+       VALUES (%s, %s, %s, %s, %s, %s) RETURNING action_id""",
+)
+ACTIONS_OF_BOOKS = _q(
+    "actions_of_books",
+    """SELECT action_id, book_id, engine_run_id, action, by_whom, reason, at, evidence
+       FROM operator_actions WHERE book_id = ANY(%s) ORDER BY book_id, action_id""",
+)
+LINE_SKIP_INSERT = _q(
+    "line_skip_insert",
+    "INSERT INTO line_skips (attempt_id, seq, sha256, action_id) VALUES (%s, %s, %s, %s)",
+)
+LINE_SKIPS_OF_ATTEMPTS = _q(
+    "line_skips_of_attempts",
+    "SELECT attempt_id, seq, sha256 FROM line_skips WHERE attempt_id = ANY(%s)",
+)
+BOOK_EPOCH_BUMP = _q(
+    "book_epoch_bump",
+    "UPDATE books SET scan_epoch = scan_epoch + 1 WHERE book_id = %s",
+)
+
+# --- line hashes and units ------------------------------------------------------------------
+
+# One row a line a batch applies, by binary COPY in the batch's transaction (no conflict clause: the
+# attempt rows are locked and their `last_seq` checked first, so a key already there means another
+# pass applied the line, and the batch is rolled back as `CursorMoved`).
+LINE_HASHES_COPY = _copy(
+    "line_hashes_copy",
+    "COPY line_hashes (attempt_id, seq, sha256) FROM STDIN (FORMAT BINARY)",
+    ("int8", "int8", "bytea"),
+)
+LINE_HASHES_WINDOW = _q(
+    "line_hashes_window",
+    """SELECT seq, sha256 FROM line_hashes WHERE attempt_id = %s AND seq >= %s AND seq < %s
+       ORDER BY seq""",
+)
+UNITS_COPY = _copy(
+    "units_copy",
+    "COPY run_units (run_id, unit, unit_index, attempt_id, seq) FROM STDIN (FORMAT BINARY)",
+    ("int8", "text", "int8", "int8", "int8"),
+)
+UNITS_INSERT = _q(
+    "units_insert",
+    """INSERT INTO run_units (run_id, unit, unit_index, attempt_id, seq)
+       SELECT * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
+       ON CONFLICT (run_id, unit) DO NOTHING""",
+)
+UNITS_OF_RUNS = _q(
+    "units_of_runs",
+    """SELECT run_id, unit FROM run_units WHERE run_id = ANY(%s)
+       ORDER BY run_id, unit_index, attempt_id, seq""",
+)
+
+# --- projections ----------------------------------------------------------------------------
+
+PROJECTION_REGISTER = _q(
+    "projection_register",
+    """INSERT INTO projections (name, version) VALUES (%s, %s)
+       ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING version""",
+)
+# Locked for share by each apply transaction, for update by a rebuild that resets the projection:
+# a batch never applies a projection's events across a change of its version.
+PROJECTIONS_LOCK = _q(
+    "projections_lock",
+    "SELECT name, version FROM projections WHERE name = ANY(%s) ORDER BY name FOR SHARE",
+)
+PROJECTION_TRACKING_LOCK = _q(
+    "projection_tracking_lock",
+    """SELECT projection, attempt_id, last_seq FROM projection_tracking
+       WHERE projection = ANY(%s) AND attempt_id = ANY(%s)
+       ORDER BY projection, attempt_id FOR UPDATE""",
+)
+PROJECTION_TRACKING_WRITE = _q(
+    "projection_tracking_write",
+    """INSERT INTO projection_tracking (projection, attempt_id, last_seq)
+       SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[])
+       ON CONFLICT (projection, attempt_id) DO UPDATE SET last_seq = EXCLUDED.last_seq""",
+)
+PROJECTION_FAILURE_SET = _q(
+    "projection_failure_set",
+    """INSERT INTO projection_failures (book_id, engine_run_id, projection, seq, detail)
+       VALUES (%s, %s, %s, %s, %s)
+       ON CONFLICT (book_id, engine_run_id) DO UPDATE SET projection = EXCLUDED.projection,
+         seq = EXCLUDED.seq, detail = EXCLUDED.detail,
+         failures = projection_failures.failures + 1, seen_at = now()""",
+)
+PROJECTION_FAILURES_CLEAR = _q(
+    "projection_failures_clear",
+    "DELETE FROM projection_failures WHERE book_id = %s AND engine_run_id = ANY(%s)",
+)
+PROJECTION_FAILURES_OF_BOOKS = _q(
+    "projection_failures_of_books",
+    """SELECT book_id, engine_run_id, projection, seq, detail, failures, since, seen_at
+       FROM projection_failures WHERE book_id = ANY(%s) ORDER BY book_id, since""",
+)
+# `rebuild`: the projection's registry row locked for update while its version changes (live
+# batches wait on their share lock, and never apply across the change), its tracking forgotten.
+PROJECTION_LOCK_FOR_REBUILD = _q(
+    "projection_lock_for_rebuild",
+    "SELECT version FROM projections WHERE name = %s FOR UPDATE",
+)
+PROJECTION_VERSION_SET = _q(
+    "projection_version_set",
+    "UPDATE projections SET version = %s, rebuilt_at = now() WHERE name = %s",
+)
+PROJECTION_REBUILT = _q(
+    "projection_rebuilt", "UPDATE projections SET rebuilt_at = now() WHERE name = %s"
+)
+PROJECTION_TRACKING_FORGET = _q(
+    "projection_tracking_forget", "DELETE FROM projection_tracking WHERE projection = %s"
+)
+PROJECTION_TRACKING_OF_ATTEMPTS = _q(
+    "projection_tracking_of_attempts",
+    """SELECT attempt_id, last_seq FROM projection_tracking
+       WHERE projection = %s AND attempt_id = ANY(%s)""",
+)
+PROJECTION_TRACKING_START = _q(
+    "projection_tracking_start",
+    """INSERT INTO projection_tracking (projection, attempt_id, last_seq) VALUES (%s, %s, 0)
+       ON CONFLICT (projection, attempt_id) DO NOTHING""",
+)
+PROJECTION_TRACKING_ONE_LOCK = _q(
+    "projection_tracking_one_lock",
+    """SELECT last_seq FROM projection_tracking WHERE projection = %s AND attempt_id = %s
+       FOR UPDATE""",
+)
+PROJECTION_TRACKING_ADVANCE = _q(
+    "projection_tracking_advance",
+    """UPDATE projection_tracking SET last_seq = %s
+       WHERE projection = %s AND attempt_id = %s AND last_seq = %s""",
+)
+# Lock order as the apply transaction's: the attempt first (for share: a live batch of it waits,
+# and the rebuild reads its cursor as committed), then the registry, then the tracking row.
+ATTEMPT_CURSOR_SHARE = _q(
+    "attempt_cursor_share",
+    "SELECT last_seq FROM attempts WHERE attempt_id = %s FOR SHARE",
+)
+PRUNED_STREAMS_FOR_REBUILD = _q(
+    "pruned_streams_for_rebuild",
+    """SELECT p.engine_run_id, p.last_seq, coalesce(t.last_seq, 0) AS tracked
+       FROM pruned_streams p LEFT JOIN projection_tracking t
+         ON t.projection = %s AND t.attempt_id = p.attempt_id
+       WHERE p.book_id = %s ORDER BY p.engine_run_id""",
+)
+# The rows this transaction has written so far to each of some tables, by Postgres's own count:
+# the same before and after the projections ran, or a projection wrote to the platform's tables.
+PLATFORM_WRITES_OF_TRANSACTION = _q(
+    "platform_writes_of_transaction",
+    """SELECT relname::text, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_xact_user_tables
+       WHERE schemaname = current_schema() AND relname = ANY(%s)""",
+)
+# Change notifications: `platform_ingest` carries a payload per attempt a commit moved (run id,
+# attempt id, state, last seq: no book id, no money) for downstream services and `show --follow`;
+# `platform_ingest_control` carries the id of a book an operator changed (the trigger of step 4),
+# for the workers.
+CHANNEL_CHANGES = "platform_ingest"
+CHANNEL_CONTROL = "platform_ingest_control"
+LISTEN_CHANGES = Statement("listen_changes", f"LISTEN {CHANNEL_CHANGES}", kind="session")
+LISTEN_CONTROL = Statement("listen_control", f"LISTEN {CHANNEL_CONTROL}", kind="session")
+# After each commit a small payload per attempt the batch moved: no book id and no money in it.
+CHANGES_NOTIFY = _q(
+    "changes_notify",
+    "SELECT pg_notify('platform_ingest', payload) FROM unnest(%s::text[]) AS payload",
+)
+
+# --- workers and lag ------------------------------------------------------------------------
+
+# The live workers of this database: a worker announces itself by its session's application name
+# (`platform-ingest worker <worker id> <roots digest>`), so it is live exactly as long as its
+# connection, and a worker that dies leaves the list when its session ends.
+# A worker takes its member name once it is ready to work its share (`survey.Survey.announce`).
+APPLICATION_NAME_SET = _q(
+    "application_name_set", "SELECT set_config('application_name', %s, false)"
+)
+WORKERS_LIVE = _q(
+    "workers_live",
+    """SELECT pid, application_name FROM pg_stat_activity
+       WHERE datname = current_database() AND application_name LIKE 'platform-ingest worker %%'
+       ORDER BY pid""",
+)
+# What lag needs of every attempt of some books: where a live attempt's reading stands, and when a
+# line of the book was last applied (with the server's clock, so the age needs no other clock).
+ATTEMPTS_LAG_OF_BOOKS = _q(
+    "attempts_lag_of_books",
+    """SELECT book_id, state, hint_offset, hint_file, last_applied_at,
+         statement_timestamp() AS now
+       FROM attempts WHERE book_id = ANY(%s) ORDER BY book_id, attempt_id""",
+)
+
+
+def _collect() -> tuple[Statement, ...]:
+    found: list[Statement] = [value for value in globals().values() if isinstance(value, Statement)]
+    for statements in MIGRATIONS.values():
+        found.extend(statements)
+    return tuple(found)
+
+
+STATEMENTS: tuple[Statement, ...] = _collect()
+"""Every statement, each once. `db.execute` refuses any text not in here."""
+
+LISTED_TEXTS: frozenset[str] = frozenset(statement.text for statement in STATEMENTS)
+
+PLATFORM_TABLES: frozenset[str] = frozenset(
+    name
+    for statement in STATEMENTS
+    if statement.kind == "ddl"
+    for name in re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", statement.text)
+)
+"""Every table the platform creates: written only by the statements above (a projection that
+writes one is refused, `projection_step`)."""

@@ -1,0 +1,460 @@
+"""`platform-ingest run`: the long-running worker, and its loop.
+
+One thread does every pass (a pass is `book_pass.BookPass`: state only in Postgres, nothing cached
+between passes); two helpers only tell it what to look at:
+
+- the watcher (`watcher`): a book's journal changed, or a root's list of books did;
+- the clock: the membership check (every `membership_interval_s`), the survey (every
+  `survey_interval_s`), both in `survey`, and retries (`schedule`).
+
+What wakes a pass over a book the worker works (its `trigger` in the metrics):
+
+- `notify`: its journal changed;
+- `claim`: the worker starts, or the book became this worker's (a new directory, a worker left
+  or joined), and its lag measured says it needs a pass (`survey.Survey._claim`);
+- `survey`: the safety net. Every `survey_interval_s` the worker measures the lag of each of its
+  books against the real head (`lag`) and passes every book with complete lines past its cursor
+  (a change notification that never came) or whose scan epoch moved (`name`, `release`);
+- `retry`: a pass found the book busy (another worker's pass holds it), or could not finish.
+
+Postgres going away: a pass or a survey that meets `DatabaseUnavailable`, or a survey, membership
+check or registration that meets `DatabaseTimeout` (the named operational errors; nothing else is
+retried), marks the database down. A pass whose bounded waits run out again and again (a lock held
+on its book's rows, a projection's slow statement) is its book's problem instead
+(`database_timeout`, `book_pass`): the book is tried again after a doubling wait (0.5 s to 60 s) and
+every other book goes on. The worker then tries
+to connect again after a jittered, growing wait (at most `database_wait_max_s`), each try bounded
+by the connect timeout, and meanwhile does nothing else; once connected it passes all its books,
+each from its cursor in Postgres. The state shows: `database_up 0` in the metrics, lag growing in
+`show`, one WARNING per episode in the logs.
+
+SIGTERM or SIGINT (`request_stop`): the batch in flight is committed (a pass stops before its next
+transaction begins), the watcher stops, the session ends (its books go to the other workers at
+their next membership check) and `run` returns 0.
+
+This module holds the loop: the events it waits for, the passes and what their outcome means.
+When each book is due, and the waits while Postgres is away, are `schedule`'s; which books there
+are, which are this worker's and how far behind they are, `survey`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .._logs import FieldsLogger
+from ..errors import (
+    ConfigError,
+    CursorMoved,
+    DatabaseError,
+    DatabaseTimeout,
+    DatabaseUnavailable,
+    JournalUnreadable,
+    NotFound,
+    ProjectionFailed,
+)
+from ..ingest.apply import CommitStage
+from ..ingest.book_pass import BookPass, Mode, PassReport
+from ..ingest.projection_step import install
+from ..operate.compact import QUIET_FOR_S_DEFAULT
+from ..projections import Projection, check_projections
+from ..store.db import Database, DatabaseSettings
+from .control import ControlListener
+from .housekeeping import Housekeeping
+from .membership import (
+    application_name,
+    check_worker_id,
+    joining_name,
+    new_worker_id,
+    roots_digest,
+)
+from .metrics import Metrics
+from .schedule import BUSY_RETRY_WAIT_S, Due, PostgresAway, Schedule
+from .survey import Book, Survey
+from .watcher import Watcher
+
+logger = logging.getLogger("platform_ingest")
+
+EventKind = Literal["stop", "journal", "root", "watcher_up", "watcher_down", "book", "resurvey"]
+"""What the loop is told: stop; a journal changed; a root's list of books changed; the watcher
+works again, or stopped working; an operator changed a book (by its id); the control listener is
+back after a loss (a safety pass now)."""
+
+
+@dataclass
+class WorkerSettings:
+    """How a worker runs. Times are in seconds."""
+
+    roots: Sequence[Path]
+    mode: Mode = "auto"
+    survey_interval_s: float = 15.0
+    membership_interval_s: float = 1.0
+    database_wait_max_s: float = 5.0
+    metrics_port: int | None = None
+    metrics_address: str = "127.0.0.1"
+    """Where the metrics are served: loopback unless the operator opens it."""
+    compact_quiet_s: float | None = QUIET_FOR_S_DEFAULT
+    """Compact attempts quiet for this long (`housekeeping`); None: never."""
+
+
+def worker_database_settings() -> DatabaseSettings:
+    """The worker's bounds: a pass that meets a lost server gives up after two quick reconnects,
+    and the worker's own loop (which a SIGTERM interrupts) does the longer waiting."""
+    return DatabaseSettings(
+        connect_timeout_s=5,
+        reconnect_attempts_max=2,
+        reconnect_wait_s=0.1,
+        reconnect_wait_max_s=0.2,
+    )
+
+
+class _Stopping(Exception):
+    """Raised from the commit hook so that a pass stops before its next transaction begins."""
+
+
+TIMED_OUT_WAIT_FACTOR = 10.0
+"""A pass whose bounded wait ran out (`DatabaseTimeout`) held the worker for the whole bound (5 s
+of a lock wait, 30 s of a statement, 60 s of an idle transaction): its book is tried again no
+sooner than this many times that, so one such book takes at most about a tenth of the worker."""
+PASSES_BETWEEN_PAGES_S = 0.05
+"""How long the passes due may run between two pages of a survey (each page measures the lag of
+500 books, tens of milliseconds): a notified book is passed within a page or two of its line, and
+the survey (at start-up: the first safety pass over every book) is not held up behind the passes
+of every book it found behind."""
+
+
+@dataclass
+class _Event:
+    kind: EventKind
+    path: Path | None = None
+    at: float = field(default_factory=time.monotonic)
+    book_id: str | None = None
+
+
+class Worker:
+    """Tails every book directly under the roots until `request_stop`."""
+
+    def __init__(
+        self,
+        dsn: str,
+        settings: WorkerSettings,
+        *,
+        database_settings: DatabaseSettings | None = None,
+        worker_id: str | None = None,
+        projections: Sequence[Projection] = (),
+    ) -> None:
+        if not settings.roots:
+            raise ConfigError("run needs at least one root")
+        for root in settings.roots:
+            if not root.is_dir():
+                raise ConfigError(f"root {root} is not a directory")
+        self.settings = settings
+        self.projections = check_projections(projections)
+        self._installed = not self.projections
+        """The projections' tables are set up (`projection_step.install`, once Postgres answers)."""
+        self.roots = [root.resolve() for root in settings.roots]
+        self.worker_id = check_worker_id(worker_id or new_worker_id())
+        self.digest = roots_digest(self.roots)
+        # Joining under another name: the others count this worker only once it has registered
+        # every book under the roots and can work its share (`Survey.announce`).
+        self.db = Database(
+            dsn,
+            database_settings or worker_database_settings(),
+            application_name=joining_name(self.worker_id),
+        )
+        self.metrics = Metrics()
+        self.control = ControlListener(
+            dsn,
+            worker_id=self.worker_id,
+            settings=database_settings or worker_database_settings(),
+            on_book=lambda book_id: self._events.put(_Event("book", book_id=book_id)),
+            on_reconnected=lambda: self._events.put(_Event("resurvey")),
+        )
+        self.housekeeping = (
+            None
+            if settings.compact_quiet_s is None
+            else Housekeeping(
+                dsn,
+                quiet_for_s=settings.compact_quiet_s,
+                interval_s=settings.survey_interval_s,
+                database_settings=database_settings or worker_database_settings(),
+                metrics=self.metrics,
+                log=FieldsLogger(logger, {"worker": self.worker_id}),
+            )
+        )
+        self.metrics_port: int | None = None
+        self.log = FieldsLogger(logger, {"worker": self.worker_id})
+        self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
+        self._stopping = False
+        self.schedule = Schedule()
+        self.away = PostgresAway(settings.database_wait_max_s)
+        self.survey = Survey(
+            self.db,
+            self.roots,
+            worker_id=self.worker_id,
+            digest=self.digest,
+            membership_interval_s=settings.membership_interval_s,
+            survey_interval_s=settings.survey_interval_s,
+            schedule=self.schedule,
+            metrics=self.metrics,
+            log=self.log,
+            stopping=lambda: self._stopping,
+        )
+
+    # --- control ----------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Ask the worker to stop (safe to call from a signal handler: the queue is reentrant)."""
+        self._stopping = True
+        self._events.put(_Event("stop"))
+
+    def _hook(self, stage: CommitStage) -> None:
+        if stage == "before" and self._stopping:
+            raise _Stopping
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        if self.settings.metrics_port is not None:
+            self.metrics_port = self.metrics.serve(
+                self.settings.metrics_port, self.settings.metrics_address
+            )
+            self.log.info("metrics on port %d", self.metrics_port)
+        watcher = Watcher(
+            self.roots,
+            on_journal=lambda path: self._events.put(_Event("journal", path)),
+            on_root=lambda root: self._events.put(_Event("root", root)),
+            on_state=lambda up: self._events.put(_Event("watcher_up" if up else "watcher_down")),
+        )
+        self.log.info(
+            "worker %s starts on %d roots (%s mode)",
+            self.worker_id,
+            len(self.roots),
+            self.settings.mode,
+        )
+        watcher.start()
+        self.control.start()
+        if self.housekeeping is not None:
+            self.housekeeping.start()
+        try:
+            self._loop()
+        finally:
+            if self.housekeeping is not None:
+                self.housekeeping.stop()
+            self.control.stop()
+            watcher.stop()
+            self.db.close()  # ends the session: the other workers take the books over
+        self.log.info("worker %s stopped", self.worker_id)
+        return 0
+
+    def _loop(self) -> None:
+        survey = self.survey
+        survey.rescan_roots = set(self.roots)
+        while not self._stopping:
+            self._handle_events(self._wait_s())
+            if self._stopping:
+                break
+            if self.away.away and (time.monotonic() < self.away.retry_at or not self._reconnect()):
+                continue
+            try:
+                if not self._installed:
+                    # In the loop, not before it: a Postgres away at start is waited for.
+                    install(self.db, self.projections)
+                    self._installed = True
+                if not survey.announced:
+                    survey.rescan()  # every book registered, none worked yet
+                    survey.announce(application_name(self.worker_id, self.digest))
+                if time.monotonic() >= survey.next_membership:
+                    survey.refresh_membership()
+                if survey.rescan_roots:
+                    survey.rescan()
+                if time.monotonic() >= survey.next_survey and not survey.surveying:
+                    survey.run()
+                if survey.surveying:
+                    survey.step()  # one page; the passes due run before the next
+                self._passes()
+            except (DatabaseUnavailable, DatabaseTimeout) as error:
+                self._database_failed(error)
+
+    def _wait_s(self) -> float:
+        now = time.monotonic()
+        if self.away.away:
+            return max(0.0, self.away.retry_at - now)
+        if self.survey.rescan_roots or self.survey.surveying:
+            return 0.0
+        soonest = self.schedule.soonest(min(self.survey.next_membership, self.survey.next_survey))
+        return max(0.0, soonest - now)
+
+    def _handle_events(self, timeout_s: float) -> None:
+        events: list[_Event] = []
+        try:
+            events.append(self._events.get(timeout=timeout_s))
+        except queue.Empty:
+            return
+        while True:
+            try:
+                events.append(self._events.get_nowait())
+            except queue.Empty:
+                break
+        for event in events:
+            if event.kind == "stop":
+                self._stopping = True
+            elif event.kind == "journal" and event.path is not None:
+                book = self.survey.books.get(event.path)
+                if book is None:
+                    self.survey.rescan_roots.add(event.path.parent)
+                elif book.owned:
+                    self.schedule.mark(book.path, "notify", event.at)
+            elif event.kind == "root" and event.path is not None:
+                self.survey.rescan_roots.add(event.path)
+            elif event.kind == "book" and event.book_id is not None:
+                book = self.survey.book_by_id(event.book_id)
+                if book is not None and book.owned:
+                    self.schedule.mark(book.path, "operator", event.at)
+            elif event.kind == "resurvey":
+                self.survey.next_survey = 0.0
+            elif event.kind in ("watcher_up", "watcher_down"):
+                self.metrics.watcher_up.set(1 if event.kind == "watcher_up" else 0)
+
+    # --- passes -------------------------------------------------------------------------------
+
+    def _passes(self) -> None:
+        """The passes due, the longest waiting first. While a survey has pages left, at most
+        `PASSES_BETWEEN_PAGES_S` of them before its next page: the books a survey finds behind
+        (thousands, at start-up) wait for the survey to finish, a survey does not wait for all
+        of their passes; a book that has waited longest still goes first."""
+        ready = self.schedule.ready(time.monotonic())
+        until = time.monotonic() + PASSES_BETWEEN_PAGES_S if self.survey.surveying else math.inf
+        for path in ready:
+            if self._stopping or time.monotonic() >= until:
+                return
+            due = self.schedule.take(path)
+            book = self.survey.books.get(path)
+            if due is None or book is None or not book.owned or not book.book_id:
+                continue
+            self._pass(book, due)
+            if book.vanished:
+                self.survey.forget(book)
+
+    def _pass(self, book: Book, due: Due) -> None:
+        metrics = self.metrics
+        metrics.passes.labels(due.trigger).inc()
+        assert book.book_id
+        started = time.monotonic()
+        try:
+            report = BookPass(
+                self.db,
+                book.book_id,
+                mode=self.settings.mode,
+                commit_hook=self._hook,
+                projections=self.projections,
+            ).run()
+        except _Stopping:
+            return
+        except ProjectionFailed as error:
+            # Shown by `show` on its attempt; never skipped.
+            metrics.projection_failures.labels(error.projection).inc()
+            self._book_failed(
+                book, due, "ProjectionFailed", f"projection {error.projection} failed"
+            )
+            return
+        except DatabaseTimeout:
+            # A lock held on its rows, a projection's slow statement: shown by `show` as the
+            # book's `database_timeout`. The pass held the worker for the whole bound, so the
+            # wait is also at least `TIMED_OUT_WAIT_FACTOR` times what it took.
+            took_s = time.monotonic() - started
+            self._book_failed(
+                book,
+                due,
+                "DatabaseTimeout",
+                "a bounded wait of Postgres ran out",
+                at_least_s=TIMED_OUT_WAIT_FACTOR * took_s,
+            )
+            return
+        except DatabaseUnavailable as error:
+            metrics.pass_failures.labels(type(error).__name__).inc()
+            self.schedule.retry(book.path, due)
+            raise
+        except CursorMoved:
+            metrics.pass_failures.labels("CursorMoved").inc()
+            self.schedule.retry(book.path, due, wait_s=BUSY_RETRY_WAIT_S)
+            return
+        except (JournalUnreadable, NotFound, DatabaseError) as error:
+            # The book's own trouble (shown by `show` as its problem): the other books go on, and
+            # the survey passes this one again when its journal changes.
+            reason = type(error).__name__
+            metrics.pass_failures.labels(reason).inc()
+            if book.trouble != reason and isinstance(error, JournalUnreadable):
+                metrics.problems.labels(error.kind).inc()  # once per episode, as it is logged
+            if book.trouble != reason:
+                self.log.warning(
+                    "pass over %s could not finish: %s; the survey tries again", book.ref, reason
+                )
+            book.trouble = reason
+            return
+        if book.trouble is not None:
+            self.log.info("pass over %s goes through again", book.ref)
+            book.trouble = None
+        metrics.database_up.set(1)
+        self._count(book, due, report)
+
+    def _book_failed(
+        self, book: Book, due: Due, reason: str, what: str, *, at_least_s: float = 0.0
+    ) -> None:
+        """The pass failed for the book's own reason: tried again after a wait that doubles
+        with each failure in a row (`Schedule.failed`), while the other books go on; one WARNING
+        per episode."""
+        self.metrics.pass_failures.labels(reason).inc()
+        wait_s = self.schedule.failed(book.path, due, at_least_s=at_least_s)
+        if book.trouble != reason:
+            self.log.warning("pass over %s: %s; tried again in %.1f s", book.ref, what, wait_s)
+        book.trouble = reason
+
+    def _count(self, book: Book, due: Due, report: PassReport) -> None:
+        metrics = self.metrics
+        if report.busy:
+            self.schedule.busy(book.path, due)
+            return
+        self.schedule.went_through(book.path)
+        if report.lines_applied:
+            metrics.lines_applied.inc(report.lines_applied)
+            metrics.apply_seconds.observe(time.monotonic() - due.woken_at)
+        if report.duplicates:
+            metrics.duplicates.inc(report.duplicates)
+        for problem in report.problems:
+            metrics.problems.labels(problem.kind).inc()
+
+    # --- Postgres away --------------------------------------------------------------------------
+
+    def _database_failed(self, error: DatabaseError) -> None:
+        self.metrics.database_up.set(0)
+        self.metrics.database_errors.labels(type(error).__name__).inc()
+        if self.away.failed(time.monotonic()):
+            self.log.warning(
+                "Postgres is away (%s); the worker waits and reconnects", type(error).__name__
+            )
+
+    def _reconnect(self) -> bool:
+        try:
+            self.db.connect_once()
+        except DatabaseUnavailable as error:
+            self._database_failed(error)
+            return False
+        down_s = self.away.back(time.monotonic())
+        self.metrics.database_up.set(1)
+        self.log.warning(
+            "Postgres is back after %.1f s; every book goes on from its cursor", down_s
+        )
+        # What was due before (a pass Postgres interrupted, a notification) is still scheduled;
+        # what was missed meanwhile shows as lag: the safety pass, at once, measures every book in
+        # pages and passes only those behind, not every book (10,000 idle books would each get a
+        # pass after every outage).
+        self.survey.next_membership = 0.0
+        self.survey.next_survey = 0.0
+        return True
