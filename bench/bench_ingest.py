@@ -66,7 +66,7 @@ if str(SRC) not in sys.path:
 
 from _report import FIGURES, figure, fresh_database, load_average, prose_to, say  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
-from platform_ingest.cli.main import _tune_interpreter  # noqa: E402
+from platform_ingest.cli.main import tune_interpreter  # noqa: E402
 from platform_ingest.ingest.apply import BATCH_BYTES_MAX, BATCH_LINES_MAX, SealedBatch, Writer  # noqa: E402
 from platform_ingest.ingest.book_pass import BookPass  # noqa: E402
 from platform_ingest.ingest.books import register_book  # noqa: E402
@@ -612,7 +612,7 @@ def bench_split(admin_dsn: str, work: Path, line_counts: list[int], *, rounds: i
     load_before = load_average()
     say(f"split: load average {load_before} before, on {os.cpu_count()} cores")
     fixed_s = bench_fixed_cost(admin_dsn, work, runs=15)
-    _tune_interpreter()  # as `platform-ingest` tunes its process
+    tune_interpreter()  # as `platform-ingest` tunes its process
     for lines in line_counts:
         book = work / f"split-{lines}"
         book.mkdir()

@@ -27,8 +27,8 @@ from engine_events._cli import main as engine_main
 from engine_events._line import format_time
 from platform_ingest import Database, migrate
 from platform_ingest import _logs as platform_logs
-from platform_ingest.cli.main import _parser as platform_parser
 from platform_ingest.cli.main import main as platform_main
+from platform_ingest.cli.parser import build_parser as platform_parser
 from platform_ingest.decisions.runs import progress_from_jsonb
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -26,7 +26,7 @@ import pytest
 from engine_events._schema import SCHEMA_VERSION as ENGINE_SCHEMA_VERSION
 from engine_events._schema import schema_version as engine_schema_version
 from platform_ingest.cli.main import main as platform_main
-from platform_ingest.store import statements as _sql
+from platform_ingest.store import migrations
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASES = Path(__file__).resolve().parent / "vectors" / "releases"
@@ -475,14 +475,14 @@ def test_the_platform_reads_the_released_database_and_continues_the_book(
 
     code, out, err = cli(capsys, empty_dsn, "migrate")
     assert code == 0, err
-    if dumped_version < _sql.SCHEMA_VERSION:
-        assert out.strip() == f"schema version {dumped_version} -> {_sql.SCHEMA_VERSION}"
+    if dumped_version < migrations.SCHEMA_VERSION:
+        assert out.strip() == f"schema version {dumped_version} -> {migrations.SCHEMA_VERSION}"
     else:
         assert (dumped_version, out.strip()) == (
-            _sql.SCHEMA_VERSION,
-            f"schema version {_sql.SCHEMA_VERSION}: nothing to do",
+            migrations.SCHEMA_VERSION,
+            f"schema version {migrations.SCHEMA_VERSION}: nothing to do",
         )
-    assert dumped_schema_version(empty_dsn) == _sql.SCHEMA_VERSION
+    assert dumped_schema_version(empty_dsn) == migrations.SCHEMA_VERSION
     before = show(capsys, empty_dsn)
     assert {book_id: book["path"] for book_id, book in before.items()} == {
         "book-1": str(book_1.resolve()),

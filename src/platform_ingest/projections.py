@@ -51,7 +51,7 @@ import psycopg
 from psycopg import sql as psycopg_sql
 
 from .errors import ProjectionInvalid, ProjectionStatementRefused
-from .store.statements import PLATFORM_TABLES
+from .store.migrations import PLATFORM_TABLES
 
 __all__ = [
     "ENTRY_POINT_GROUP",

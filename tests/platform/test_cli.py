@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from platform_ingest.cli.main import main
-from platform_ingest.store import statements as _sql
+from platform_ingest.store import migrations
 from platform_journals import RUN_A, RUN_B, finished, hello, spend, unit_done, write
 
 pytestmark = pytest.mark.postgres
@@ -263,7 +263,7 @@ def test_migrate_and_schema_checks(
     code, _, err = cli(capsys, "--dsn", empty_dsn, "sweep", str(book))
     assert code == 1
     assert "platform-ingest migrate" in err
-    version = _sql.SCHEMA_VERSION
+    version = migrations.SCHEMA_VERSION
     assert cli(capsys, "--dsn", empty_dsn, "migrate")[:2] == (0, f"schema version 0 -> {version}\n")
     assert cli(capsys, "--dsn", empty_dsn, "migrate")[:2] == (
         0,

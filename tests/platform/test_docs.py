@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from platform_ingest.cli.main import _parser
+from platform_ingest.cli.parser import build_parser as _parser
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "platform"
 BIN = Path(sys.executable).parent

@@ -12,7 +12,7 @@ import pytest
 from platform_ingest import Database, migrate, schema_version
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.show import show_state
-from platform_ingest.store import statements as _sql
+from platform_ingest.store import migrations
 from platform_journals import RUN_A, finished, hello, spend, sweep, unit_done, write
 
 pytestmark = pytest.mark.postgres
@@ -29,15 +29,15 @@ database migrated by it must reach the same schema as one that runs it today."""
 
 def _step_hash(version: int) -> str:
     digest = hashlib.sha256()
-    for statement in _sql.MIGRATIONS[version]:
+    for statement in migrations.MIGRATIONS[version]:
         digest.update(statement.text.encode() + b"\n")
     return digest.hexdigest()
 
 
 def test_released_steps_are_never_edited() -> None:
     assert {version: _step_hash(version) for version in RELEASED_STEPS} == RELEASED_STEPS
-    assert sorted(_sql.MIGRATIONS) == list(range(1, _sql.SCHEMA_VERSION + 1))
-    assert set(_sql.MIGRATIONS) - set(RELEASED_STEPS) == set(), "pin the new step's hash here"
+    assert sorted(migrations.MIGRATIONS) == list(range(1, migrations.SCHEMA_VERSION + 1))
+    assert set(migrations.MIGRATIONS) - set(RELEASED_STEPS) == set(), "pin the new step's hash here"
 
 
 def test_a_populated_step_1_database_upgrades_with_its_data_intact(
@@ -53,7 +53,7 @@ def test_a_populated_step_1_database_upgrades_with_its_data_intact(
         write(book, hello(), unit_done(2, "u-1", 0), spend(3, 70))
         _write_step_1_rows(db, book)
         assert schema_version(db) == 1
-        assert migrate(db) == (1, _sql.SCHEMA_VERSION)
+        assert migrate(db) == (1, migrations.SCHEMA_VERSION)
         (shown,) = show_state(db)["books"]
         (run,) = shown["runs"]
         assert (run["units"], run["committed_micro_usd"]) == (["u-1"], 70)
@@ -113,7 +113,7 @@ def test_a_populated_step_2_database_upgrades_and_its_old_attempts_compact(
             )
             sql.execute("INSERT INTO line_skips VALUES (1, 3, '\\x00', 1)")
             sql.execute("UPDATE attempts SET state = 'exited', exit_status = 0")
-        assert migrate(db) == (2, _sql.SCHEMA_VERSION)
+        assert migrate(db) == (2, migrations.SCHEMA_VERSION)
         (shown,) = show_state(db)["books"]
         assert [action["action"] for action in shown["actions"]] == ["release"]
         (run,) = shown["runs"]

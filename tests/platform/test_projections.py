@@ -468,7 +468,7 @@ def test_no_statement_writes_the_platforms_tables_and_commits(
 def test_every_table_the_migrations_create_is_guarded() -> None:
     """The guarded tables are read from the migrations: a table a new step creates is guarded
     with no list to remember."""
-    from platform_ingest.store.statements import PLATFORM_TABLES
+    from platform_ingest.store.migrations import PLATFORM_TABLES
 
     assert {
         "ingest_schema_version",

@@ -49,8 +49,10 @@ def _unwanted(modules: list[str]) -> list[str]:
 def test_the_cli_and_its_parser_for_sweep_import_no_other_command() -> None:
     modules = _modules_after(
         "import platform_ingest.cli.main as cli\n"
-        "args = cli._parser().parse_args(['--dsn', 'postgresql:///x', 'sweep', '--auto', 'b'])\n"
-        "assert args.command == 'sweep'"
+        "from platform_ingest.cli.parser import build_parser\n"
+        "args = build_parser().parse_args(['--dsn', 'postgresql:///x', 'sweep', '--auto', 'b'])\n"
+        "assert args.command == 'sweep'\n"
+        "assert cli._handler(args).__name__ == 'sweep'"
     )
     assert "platform_ingest.ingest.book_pass" in modules  # the sweep's own modules are there
     assert _unwanted(modules) == []

@@ -41,7 +41,7 @@ from ..journal.decode import Line
 from ..projections import Event, Projection, ProjectionSession
 from ..store import statements
 from ..store.db import Database, classify
-from ..store.statements import PLATFORM_TABLES
+from ..store.migrations import PLATFORM_TABLES
 
 logger = logging.getLogger("platform_ingest")
 

@@ -32,7 +32,8 @@ from psycopg.rows import BaseRowFactory, dict_row, tuple_row
 from .._backoff import Backoff
 from ..errors import DatabaseError, DatabaseTimeout, DatabaseUnavailable, DataRefused, IngestError
 from .copy_data import copy_data
-from .statements import LISTED_TEXTS, Statement
+from .statement import Statement
+from .statements import LISTED_TEXTS
 
 logger = logging.getLogger("platform_ingest")
 

@@ -1,0 +1,75 @@
+"""The database a command uses: `--dsn` or `PLATFORM_INGEST_DSN`; else libpq's `PG*` variables;
+else an embedded server under `--data-dir`, started (and stopped) by the command, which says on
+stderr which directory it uses (docs/platform/cli.md)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+
+from .._plain import display_path
+from ..store.db import Database
+from ..store.schema import migrate, require_current
+
+logger = logging.getLogger("platform_ingest")
+
+LIBPQ_VARIABLES = ("PGSERVICE", "PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER")
+"""libpq's variables that name a server: with one of them set and no DSN, libpq's environment
+(with `PGPASSWORD`, `PGPASSFILE`, `PGSSLMODE`, ... as libpq reads them) is the database."""
+
+
+def _libpq_variables() -> list[str]:
+    return [name for name in LIBPQ_VARIABLES if os.environ.get(name)]
+
+
+def _say(args: argparse.Namespace, message: str, *, notable: bool) -> None:
+    """One line on stderr about the database chosen: a log line for the worker (whose stderr is
+    JSON lines), a plain line for a one-shot command."""
+    if args.command == "run":
+        logger.log(logging.WARNING if notable else logging.INFO, "%s", message)
+    else:
+        print(f"platform-ingest: {message}", file=sys.stderr)
+
+
+def _dsn(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[str, bool]:
+    """The DSN to connect with, and whether it is an embedded server started here."""
+    if args.dsn:
+        return args.dsn, False
+    variables = _libpq_variables()
+    if variables:
+        logger.info("no DSN given: connecting with libpq's %s", ", ".join(variables))
+        return "", False
+    from ..store.embedded import cluster_exists, embedded_postgres  # noqa: PLC0415 - no DSN only
+
+    data_dir = args.data_dir.absolute()
+    if cluster_exists(data_dir):
+        _say(args, f"using the embedded Postgres in {display_path(data_dir)}", notable=False)
+    else:
+        _say(
+            args,
+            f"no database given (--dsn, PLATFORM_INGEST_DSN or PG* variables): creating a new "
+            f"embedded Postgres in {display_path(data_dir)}",
+            notable=True,
+        )
+    return stack.enter_context(embedded_postgres(data_dir)), True
+
+
+@contextlib.contextmanager
+def open_database(args: argparse.Namespace) -> Iterator[Database]:
+    """The command's database: the DSN's, libpq's, or an embedded server started (and stopped)
+    here. Its schema must be current (the embedded one is migrated: it is this command's own),
+    except for `migrate`."""
+    with contextlib.ExitStack() as stack:
+        dsn, embedded = _dsn(args, stack)
+        db = Database(dsn)
+        stack.callback(db.close)
+        if args.command != "migrate":
+            if embedded:
+                migrate(db)
+            else:
+                require_current(db)
+        yield db

@@ -1,0 +1,84 @@
+"""`migrate` and `sweep`: what a one-shot pass needs, and nothing of the other commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .._plain import display_path, plain
+from ..errors import ConfigError, IngestError, NotFound
+from ..ingest.book_pass import BookPass, Mode
+from ..ingest.books import register_book
+from ..ingest.projection_step import install
+from ..projections import Projection, check_projections, load_projection
+from ..store.schema import migrate as migrate_schema
+from .database import open_database
+from .exit_status import Exit
+from .output import about, print_json_line
+
+
+def load_projections(args: argparse.Namespace) -> tuple[Projection, ...]:
+    """The projections the command line names, loaded and checked before any database is
+    touched (`ProjectionInvalid` is a usage error)."""
+    return check_projections(load_projection(spec) for spec in args.projections)
+
+
+def migrate(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        before, after = migrate_schema(db)
+    print(
+        f"schema version {before} -> {after}"
+        if before != after
+        else f"schema version {after}: nothing to do"
+    )
+    return Exit.OK
+
+
+def sweep(args: argparse.Namespace) -> int:
+    """One pass over each book; the worst exit status of the books."""
+    projections = load_projections(args)
+    mode: Mode = "auto" if args.auto else "named"
+    failed = Exit.OK
+    with open_database(args) as db:
+        if projections:
+            install(db, projections)
+        for book_dir in args.book_dirs:
+            try:
+                book = register_book(db, book_dir, args.roots)
+                report = BookPass(db, book.book_id, mode=mode, projections=projections).run()
+            except (ConfigError, NotFound) as error:
+                print(f"platform-ingest: {about(book_dir, error)}", file=sys.stderr)
+                failed = max(failed, Exit.USAGE)
+                continue
+            except IngestError as error:
+                print(
+                    f"platform-ingest: {display_path(book_dir)}: the pass could not run: "
+                    f"{plain(str(error))}",
+                    file=sys.stderr,
+                )
+                failed = Exit.FAILED
+                continue
+            if args.json:
+                print_json_line(
+                    {
+                        "book_id": report.book_id,
+                        "lines_read": report.lines_read,
+                        "lines_applied": report.lines_applied,
+                        "duplicates": report.duplicates,
+                        "unverified_duplicates": report.unverified_duplicates,
+                        "bytes_read": report.bytes_read,
+                        "start_offset": report.start_offset,
+                        "hint_discarded": report.hint_discarded,
+                        "parked": report.parked,
+                        "busy": report.busy,
+                        "problems": [str(problem) for problem in report.problems],
+                    }
+                )
+            else:
+                state = " (busy: another worker holds it)" if report.busy else ""
+                print(
+                    f"{plain(report.book_id)}: {report.lines_applied} lines applied, "
+                    f"{report.duplicates} duplicates, {len(report.problems)} problems, "
+                    f"read {report.bytes_read} bytes from byte {report.start_offset}{state}"
+                )
+    return failed

@@ -1,0 +1,152 @@
+"""The operator's commands on books and streams: `name`, `show` (and `show --follow`),
+`release`, the remedies (`exited`, `skip`, `disown`, `undisown`, `abandon`) and `repair`. Each
+prints what it did; every remedy is audited (`--by`, `--reason`)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from .._plain import plain
+from ..ingest.books import find_book
+from ..operate.follow import follow
+from ..operate.naming import name_stream, release_attempt
+from ..operate.remedies import (
+    abandon_attempt,
+    disown_stream,
+    report_exit,
+    skip_line,
+    undisown_stream,
+)
+from ..operate.repair import repair_book
+from ..operate.show import render_text, show_state
+from ..store.db import Database
+from .database import open_database
+from .exit_status import Exit
+from .output import print_json
+
+
+def name(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        named = name_stream(db, args.book_dir, args.engine_run_id, new_run=args.new_run)
+    verb = "named" if named.created else "already named"
+    print(f"stream {named.engine_run_id} {verb} for run {named.run_id}")
+    return Exit.OK
+
+
+def show(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        if args.follow:
+            return _follow_books(db, args)
+        state = show_state(db, args.book_dirs)
+    if args.json:
+        print_json(state)
+    else:
+        print(render_text(state))
+    return Exit.OK
+
+
+def _follow_books(db: Database, args: argparse.Namespace) -> int:
+    """`show --follow`: until SIGINT or SIGTERM (then exit 0)."""
+    book_ids = [find_book(db, book_dir).book_id for book_dir in args.book_dirs] or None
+    listener = Database(db.dsn, db.settings, application_name="platform-ingest show --follow")
+    stopped = False
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopped
+        stopped = True
+
+    def write(text: str) -> None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        follow(db, listener, book_ids, as_json=args.json, write=write, stopping=lambda: stopped)
+    finally:
+        listener.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return Exit.OK
+
+
+def release(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        state_after = release_attempt(
+            db, args.book_dir, args.engine_run_id, by=args.by, reason=args.reason
+        )
+    print(f"stream {plain(args.engine_run_id)} released: {state_after}")
+    return Exit.OK
+
+
+def exited(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        action = report_exit(
+            db, args.book_dir, args.engine_run_id, args.exit_status, by=args.by, reason=args.reason
+        )
+    print_json(action.as_json())
+    return Exit.OK
+
+
+def skip(args: argparse.Namespace) -> int:
+    """Without `--sha256` nothing changes: the line's hash is printed, and the status is 2."""
+    with open_database(args) as db:
+        action = skip_line(
+            db,
+            args.book_dir,
+            args.engine_run_id,
+            args.seq,
+            sha256=args.sha256,
+            reason=args.reason,
+            by=args.by,
+        )
+    print_json(action.as_json())
+    if args.sha256 is None:
+        print(
+            "platform-ingest: nothing skipped: check the line, then give its sha256 with --sha256",
+            file=sys.stderr,
+        )
+        return Exit.USAGE
+    return Exit.OK
+
+
+def disown(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        action = disown_stream(
+            db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by
+        )
+    print_json(action.as_json())
+    return Exit.OK
+
+
+def undisown(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        action = undisown_stream(
+            db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by
+        )
+    print_json(action.as_json())
+    return Exit.OK
+
+
+def abandon(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        action = abandon_attempt(
+            db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by
+        )
+    print_json(action.as_json())
+    return Exit.OK
+
+
+def repair(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        repaired = repair_book(
+            db,
+            args.book_dir,
+            status_command=args.status_command,
+            timeout_s=args.status_timeout_s,
+            by=args.by,
+            reason=args.reason,
+        )
+    print_json(repaired.as_json())
+    return Exit.OK

@@ -1,0 +1,470 @@
+"""The parser of `platform-ingest`: every command, its operands and options (docs/platform/cli.md).
+
+Building it imports no command's modules: each command's `handler` is the name of the function
+that runs it (`HANDLERS`), and `main` imports that function's module only when the command runs,
+so a one-shot `sweep` does not pay for the others at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._defaults import (
+    ATTEMPTS_PER_RUN_MAX,
+    DEFAULT_STATUS_COMMAND,
+    QUIET_FOR_S_DEFAULT,
+    REBUILD_BATCH_EVENTS_MAX,
+    RUNS_PER_CALL_MAX,
+    STATUS_TIMEOUT_S,
+)
+from .._logs import add_options as add_log_options
+from ..errors import ConfigError
+from ..ingest.books import require_stream_id
+
+HANDLERS = {
+    "migrate": "ingest_commands:migrate",
+    "sweep": "ingest_commands:sweep",
+    "run": "worker_command:run",
+    "name": "operator_commands:name",
+    "show": "operator_commands:show",
+    "release": "operator_commands:release",
+    "exited": "operator_commands:exited",
+    "skip": "operator_commands:skip",
+    "disown": "operator_commands:disown",
+    "undisown": "operator_commands:undisown",
+    "abandon": "operator_commands:abandon",
+    "repair": "operator_commands:repair",
+    "rebuild": "storage_commands:rebuild",
+    "compact": "storage_commands:compact",
+    "prune": "storage_commands:prune",
+}
+"""Each command's handler: `module:function` in this package, called with the parsed arguments,
+returning the exit status."""
+
+TUNED_COMMANDS = frozenset({"sweep", "run", "rebuild"})
+"""The commands that pass lines, for which `main` tunes the interpreter (`tune_interpreter`)."""
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A duration of 0 seconds or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds, 0 or more")
+    return value
+
+
+def _count(text: str) -> int:
+    """A count of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of 1 or more")
+    return value
+
+
+def _worker_id(text: str) -> str:
+    """A `--worker-id`, checked before anything starts (no embedded server for a bad one)."""
+    from ..worker.membership import check_worker_id  # noqa: PLC0415 - only `run` takes one
+
+    try:
+        return check_worker_id(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def _stream_id(text: str) -> str:
+    """An ENGINE_RUN_ID operand, refused as usage (exit 2) when no hello could carry it."""
+    try:
+        return require_stream_id(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+BOOK_DIR_HELP = "a book's directory (its name is the book id)"
+ENGINE_RUN_ID_HELP = "a stream's engine_run_id, as its hello gives it"
+
+
+class _Deprecated(argparse.Action):
+    """An option's old spelling: it still works, and says on stderr which spelling replaces it."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        new = "--" + self.dest.replace("_", "-")
+        print(f"{parser.prog}: {option_string} is deprecated: use {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+class _Version(argparse.Action):
+    """`--version`: the installed version is looked up in the distribution's metadata only when
+    asked for (the lookup cost every start-up about 2 ms)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        from .._version import __version__  # noqa: PLC0415 - see the docstring
+
+        sys.stdout.write(f"{parser.prog} {__version__}\n")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; each command's `handler` names the function that runs it
+    (`HANDLERS`), imported only when that command runs."""
+    parser = argparse.ArgumentParser(
+        prog="platform-ingest",
+        description="Tail run-event journals into Postgres, applying each event exactly once.",
+    )
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        help="print the installed version and exit",
+    )
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get("PLATFORM_INGEST_DSN"),
+        metavar="DSN",
+        help="Postgres to use (default: $PLATFORM_INGEST_DSN, else libpq's PG* variables, else "
+        "an embedded server under --data-dir); `ps` shows it: prefer the environment",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(".platform-ingest"),
+        metavar="DIR",
+        help="where the embedded Postgres keeps its data (default: .platform-ingest/ in the "
+        "current directory)",
+    )
+    add_log_options(parser, default_level="WARNING; run: INFO", default_format="text; run: json")
+    commands = parser.add_subparsers(dest="command", required=True)
+    stream = _stream_operands()
+    audited = _audited(reason_required=False)
+    audited_why = _audited(reason_required=True)
+
+    commands.add_parser("migrate", help="bring the database schema to this version")
+
+    sweep = commands.add_parser("sweep", help="one pass over each book, then exit")
+    sweep.add_argument("book_dirs", nargs="+", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    sweep.add_argument(
+        "--auto", action="store_true", help="every new stream starts an attempt (no naming)"
+    )
+    sweep.add_argument(
+        "--root",
+        dest="roots",
+        metavar="DIR",
+        action="append",
+        type=Path,
+        default=[],
+        help="refuse a book that resolves outside this directory (repeatable; default: any "
+        "directory)",
+    )
+    sweep.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON report per book, one compact object a line (NDJSON)",
+    )
+    _projection_option(sweep)
+
+    run = commands.add_parser(
+        "run", help="the worker: tail every book directory under the roots until SIGTERM"
+    )
+    run.add_argument(
+        "roots",
+        nargs="+",
+        type=Path,
+        metavar="ROOT",
+        help="a directory whose subdirectories are books (repeatable; the same on every worker)",
+    )
+    run.add_argument(
+        "--auto", action="store_true", help="every new stream starts an attempt (no naming)"
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="serve Prometheus metrics on this port (0: any free port, logged; default: none)",
+    )
+    run.add_argument(
+        "--metrics-address",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="the address the metrics are served on (default 127.0.0.1: this host only; "
+        "0.0.0.0 or :: for every interface)",
+    )
+    run.add_argument(
+        "--safety-pass-s",
+        type=_positive_float,
+        default=15.0,
+        metavar="S",
+        help="the safety net: every S seconds, measure lag and pass every book behind (default 15)",
+    )
+    run.add_argument(
+        "--membership-s",
+        type=_positive_float,
+        default=1.0,
+        metavar="S",
+        help="how often the live workers are looked up; bounds takeover after a worker dies "
+        "(default 1)",
+    )
+
+    run.add_argument(
+        "--compact-quiet-s",
+        type=_seconds,
+        default=QUIET_FOR_S_DEFAULT,
+        metavar="S",
+        help="compact the line hashes of attempts quiet for S seconds, in the background "
+        f"(default {QUIET_FOR_S_DEFAULT:g}: a week)",
+    )
+    run.add_argument(
+        "--no-compact",
+        action="store_true",
+        help="never compact line hashes (storage then grows with every line applied)",
+    )
+    run.add_argument(
+        "--worker-id",
+        default=None,
+        type=_worker_id,
+        metavar="ID",
+        help="this worker's name in logs, metrics and pg_stat_activity, 1 to 63 letters, digits, "
+        "'.', '_', ':' or '-' (default: random); unique among the workers of a database",
+    )
+    _projection_option(run)
+
+    name = commands.add_parser(
+        "name", help="name a stream for the book's current run", parents=[stream]
+    )
+    name.add_argument("--new-run", action="store_true", help="start a new run for this stream")
+
+    show = commands.add_parser("show", help="state of books, runs and attempts")
+    show.add_argument(
+        "book_dirs", nargs="*", metavar="BOOK_DIR", help=BOOK_DIR_HELP + " (default: every book)"
+    )
+    show.add_argument(
+        "--json", action="store_true", help="the JSON scripts read (docs/platform/cli.md, `show`)"
+    )
+    show.add_argument(
+        "--follow",
+        action="store_true",
+        help="print the state again each time a commit or an operator changes one of the books "
+        "(with --json: one book's state a line), until SIGINT or SIGTERM",
+    )
+
+    commands.add_parser(
+        "release",
+        help="lift a quarantine, a stall or a refusal after an operator looked",
+        parents=[stream, audited],
+    )
+
+    exited = commands.add_parser(
+        "exited",
+        help="the launcher's report of a process's exit status (negative: a signal)",
+        parents=[stream, audited],
+    )
+    exited.add_argument(
+        "exit_status",
+        type=int,
+        metavar="EXIT_STATUS",
+        help="the process's exit status as the launcher saw it (negative: killed by that signal)",
+    )
+
+    skip = commands.add_parser(
+        "skip",
+        help="pass one quarantined line, named by its seq and sha256, with no effect",
+        parents=[stream, audited],
+    )
+    skip.add_argument("seq", type=int, metavar="SEQ", help="the quarantined line's seq")
+    skip.add_argument(
+        "--sha256",
+        default=None,
+        metavar="HEX",
+        help="the line's sha256 (default: none, and then nothing changes: the line's hash is "
+        "printed)",
+    )
+
+    commands.add_parser(
+        "disown",
+        help="a foreign stream that is not ours: stop parking on it, apply none of it",
+        parents=[stream, audited_why],
+    )
+
+    commands.add_parser(
+        "undisown",
+        help="take a disown back: the stream is foreign again (then name it if it is ours)",
+        parents=[stream, audited_why],
+    )
+
+    commands.add_parser(
+        "abandon",
+        help="give up on an attempt; its run fails (abandoned) if nothing else ends it",
+        parents=[stream, audited_why],
+    )
+
+    rebuild = commands.add_parser(
+        "rebuild",
+        help="catch a projection up from the journals on disk (a new projection, or a new version)",
+    )
+    rebuild.add_argument(
+        "book_dirs", nargs="*", metavar="BOOK_DIR", help=BOOK_DIR_HELP + " (default: every book)"
+    )
+    rebuild.add_argument(
+        "--projection",
+        dest="projections",
+        metavar="SPEC",
+        action="append",
+        required=True,
+        help="the projection to catch up: package.module:object, or the name of an installed "
+        "entry point of the group platform_ingest.projections (repeatable; no default)",
+    )
+    rebuild.add_argument(
+        "--batch-events",
+        type=_count,
+        default=REBUILD_BATCH_EVENTS_MAX,
+        metavar="N",
+        help=f"give at most N events a transaction (default {REBUILD_BATCH_EVENTS_MAX})",
+    )
+
+    compact = commands.add_parser(
+        "compact", help="compact the line hashes of quiet attempts now, then exit"
+    )
+    compact.add_argument(
+        "--quiet-for-s",
+        type=_seconds,
+        default=QUIET_FOR_S_DEFAULT,
+        metavar="S",
+        help=f"only attempts quiet for S seconds (default {QUIET_FOR_S_DEFAULT:g}: a week)",
+    )
+    compact.add_argument(
+        "--limit",
+        type=_count,
+        default=ATTEMPTS_PER_RUN_MAX,
+        metavar="N",
+        help=f"at most N attempts this time (default {ATTEMPTS_PER_RUN_MAX})",
+    )
+
+    prune = commands.add_parser(
+        "prune",
+        help="delete ended runs unchanged for a retention period (audited; keeps a tombstone "
+        "per stream)",
+        parents=[audited],
+    )
+    prune.add_argument(
+        "--older-than-s",
+        type=_seconds,
+        required=True,
+        metavar="S",
+        help="only runs (and their attempts) unchanged for S seconds (required)",
+    )
+    prune.add_argument(
+        "--limit",
+        type=_count,
+        default=RUNS_PER_CALL_MAX,
+        metavar="N",
+        help=f"at most N runs this time (default {RUNS_PER_CALL_MAX})",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="list the runs that would be pruned; change nothing"
+    )
+
+    repair = commands.add_parser(
+        "repair", help="settle a stopped run through the engine status", parents=[audited]
+    )
+    repair.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    repair.add_argument(
+        "--status-command",
+        default=DEFAULT_STATUS_COMMAND,
+        metavar="CMD",
+        help=f"the engine's status command; BOOK_DIR --json is appended "
+        f"(default: {DEFAULT_STATUS_COMMAND!r})",
+    )
+    repair.add_argument(
+        "--status-timeout-s",
+        type=_positive_float,
+        default=STATUS_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for the status command (default {STATUS_TIMEOUT_S:g})",
+    )
+    repair.add_argument(  # the spelling before units were in flag names: kept for scripts
+        "--status-timeout",
+        dest="status_timeout_s",
+        type=_positive_float,
+        default=argparse.SUPPRESS,
+        action=_Deprecated,
+        help=argparse.SUPPRESS,
+    )
+    for command, subparser in commands.choices.items():
+        subparser.set_defaults(handler=HANDLERS[command])
+    return parser
+
+
+def _stream_operands() -> argparse.ArgumentParser:
+    """The operands of every command on one stream: the book and the stream's engine_run_id."""
+    operands = argparse.ArgumentParser(add_help=False)
+    operands.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    operands.add_argument(
+        "engine_run_id", type=_stream_id, metavar="ENGINE_RUN_ID", help=ENGINE_RUN_ID_HELP
+    )
+    return operands
+
+
+def _audited(*, reason_required: bool) -> argparse.ArgumentParser:
+    """The options every audited action takes: who does it and why."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--by",
+        default=None,
+        metavar="WHO",
+        help="who acts, for the audit (default: this account's name)",
+    )
+    options.add_argument(
+        "--reason",
+        required=reason_required,
+        default="",
+        metavar="TEXT",
+        help="why, for the audit (required)"
+        if reason_required
+        else "why, for the audit (default: empty)",
+    )
+    return options
+
+
+def _projection_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--projection",
+        dest="projections",
+        metavar="SPEC",
+        action="append",
+        default=[],
+        help="give each applied line to this projection, in the transaction that applies it: "
+        "package.module:object, or the name of an installed entry point of the group "
+        "platform_ingest.projections (repeatable; default: none)",
+    )
