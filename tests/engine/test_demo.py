@@ -55,6 +55,52 @@ def wait_for_lines(book_dir: Path, count: int, timeout_s: float = 30.0) -> None:
     raise AssertionError(f"fewer than {count} lines after {timeout_s} s")
 
 
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/stat").is_file(), reason="the engine's state is read from /proc"
+)
+
+
+def _signals_pending(pid: int) -> int:
+    """The signals sent to the process that it has not taken yet (a mask: bit n-1 is signal n)."""
+    masks = [
+        int(value, 16)
+        for name, _, value in (
+            line.partition(":") for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+        if name in ("SigPnd", "ShdPnd")
+    ]
+    assert len(masks) == 2, f"/proc/{pid}/status has no SigPnd or ShdPnd"
+    return masks[0] | masks[1]
+
+
+def _asleep_on_a_futex(pid: int) -> bool:
+    """True while the main (and only) thread sleeps interruptibly, on a futex when the kernel
+    says where (`/proc/PID/wchan` is "0" where it may not)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    if stat[stat.rindex(")") + 2] != "S":
+        return False
+    wchan = Path(f"/proc/{pid}/wchan").read_text().strip()
+    return wchan in ("", "0") or "futex" in wchan
+
+
+def wait_until_in_step(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """Wait until the engine sleeps in a step's work, every signal sent to it taken and handled.
+
+    Call it once the journal holds the hello and the first progress: from there the engine makes
+    no blocking call but the wait of the first step's work (`StopRequests.hard.wait`, a futex), so
+    its one thread asleep means it is in that wait. A signal is taken as it wakes the thread, and
+    its Python handler runs before the thread waits again: no signal pending, then asleep, means
+    every signal sent before this call was handled.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert process.poll() is None, f"the engine exited ({process.returncode}) before its step"
+        if _signals_pending(process.pid) == 0 and _asleep_on_a_futex(process.pid):
+            return
+        assert time.monotonic() < deadline, f"the engine was not asleep in a step in {timeout_s} s"
+        time.sleep(0.005)
+
+
 def test_clean_run_exits_0_with_every_unit_and_the_money(tmp_path: Path) -> None:
     """A run to the end exits 0; finished carries the volume and the ledger's money."""
     book = tmp_path / "book-a"
@@ -141,32 +187,36 @@ def test_ceiling_stops_with_exit_4_and_resumes_as_a_new_stream(tmp_path: Path) -
     assert len(report["streams"]) == 2  # type: ignore[arg-type]
 
 
+@needs_proc
 def test_sigterm_is_a_soft_stop_with_exit_5(tmp_path: Path) -> None:
     """SIGTERM finishes the step in flight, then exits 5 with finished.stop = "soft"."""
     book = tmp_path / "book-s"
     process = demo(book, "--units", "50", "--pace-ms", "1500")
-    wait_for_lines(book, 2)
-    # Past its hello and first progress the engine writes status.json, then starts the first
-    # step's 1.5 s of work: a signal sent at once could land before that step began.
-    time.sleep(0.3)
+    wait_for_lines(book, 2)  # its hello and first progress
+    wait_until_in_step(process)  # in the first step's 1.5 s of work
     process.send_signal(signal.SIGTERM)
     code, stderr = finish(process)
     assert code == 5, stderr
     events = lines(book)
     assert events[-1]["data"]["stop"] == "soft"  # type: ignore[index]
     assert events[-2]["type"] == "spend", "the step in flight was finished"
+    spends = [e["data"]["committed_micro_usd"] for e in events if e["type"] == "spend"]  # type: ignore[index]
+    assert spends == [250_000], "the step in flight, and no step after it"
 
 
+@needs_proc
 @pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT])
 def test_second_signal_is_a_hard_stop(tmp_path: Path, second: signal.Signals) -> None:
     """A second SIGTERM, or a SIGINT, abandons the step in flight: exit 5, stop = "hard"."""
     book = tmp_path / "book-h"
     process = demo(book, "--units", "50", "--pace-ms", "3000")
-    wait_for_lines(book, 2)
-    time.sleep(0.3)  # into the first step's work (see the soft-stop test above)
+    wait_for_lines(book, 2)  # its hello and first progress
+    wait_until_in_step(process)  # in the first step's 3 s of work
     if second == signal.SIGTERM:
         process.send_signal(signal.SIGTERM)
-        time.sleep(0.2)
+        # Handled before the second is sent (two signals pending at once would be one), and the
+        # engine still in the step's work: a soft stop waits for the step.
+        wait_until_in_step(process)
     process.send_signal(second)
     code, stderr = finish(process)
     assert code == 5, stderr

@@ -19,6 +19,7 @@ from engine_events import (
     STREAM_VERSIONS,
     BookDirectoryError,
     DurabilityError,
+    EngineEventsError,
     EventError,
     Finished,
     Hello,
@@ -110,8 +111,9 @@ def test_flush_inside_a_transaction_is_refused(conn: sqlite3.Connection, book_di
     """flush() inside an open transaction would project uncommitted rows, so it refuses."""
     with Emitter.open(conn, book_dir) as emitter, emitter.transaction():
         emitter.emit(Spend(committed_micro_usd=1))
-        with pytest.raises(Exception, match="after COMMIT"):
+        with pytest.raises(EngineEventsError, match="after COMMIT") as refused:
             emitter.flush()
+        assert refused.type is EngineEventsError  # a usage error: none of the narrower kinds
 
 
 def test_host_cannot_emit_a_hello(conn: sqlite3.Connection, book_dir: Path) -> None:

@@ -141,7 +141,7 @@ def test_each_row_carries_its_streams_running_summary(tmp_path: Path) -> None:
         emitter.emit(UnitDone(unit="u", index=0))
         emitter.emit(Spend(committed_micro_usd=1))
         emitter.emit(progress)
-    with pytest.raises(RuntimeError), emitter.transaction():
+    with pytest.raises(RuntimeError, match="rolled back"), emitter.transaction():
         emitter.emit(Ceiling(shortfall_micro_usd=5))
         raise RuntimeError("rolled back")
     with emitter.transaction():

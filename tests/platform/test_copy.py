@@ -48,7 +48,7 @@ def test_copy_writes_in_the_transaction_and_rolls_back_with_it(
     write(book, hello())
     sweep(db, book)
     attempt_id = _attempt_id(sql)
-    with pytest.raises(RuntimeError), db.transaction():
+    with pytest.raises(RuntimeError, match="the batch fails after its COPY"), db.transaction():
         assert db.copy(_sql.LINE_HASHES_COPY, [[attempt_id] * 2, [7, 8], [b"h", b"h"]]) == 2
         raise RuntimeError("the batch fails after its COPY")
     assert sql.execute("SELECT count(*) FROM line_hashes WHERE seq > 1").fetchone() == (0,)

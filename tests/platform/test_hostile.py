@@ -23,6 +23,7 @@ import pytest
 
 from platform_ingest import (
     BookPass,
+    BookPathConflict,
     Database,
     DataRefused,
     JournalNotRegular,
@@ -385,8 +386,9 @@ def test_a_same_named_book_under_two_roots_shows_the_conflict(db: Database, tmp_
         book.mkdir(parents=True)
         write(book, hello(), spend(2, 5))
     register_book(db, first)
-    with pytest.raises(Exception, match="already registered"):
+    with pytest.raises(BookPathConflict, match="already registered") as refused:
         register_book(db, second)
+    assert (refused.value.path, refused.value.registered_path) == (str(second), str(first))
     (problem,) = _show(db, first)["problems"]
     assert problem["kind"] == "book_path_conflict"
     assert str(second) in problem["detail"] and str(first) in problem["detail"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from platform_ingest import ConfigError, Database, StreamDisowned
+from platform_ingest import ConfigError, Database, NotFound, StreamDisowned
 from platform_ingest.cli.main import main
 from platform_ingest.operate.naming import name_stream
 from platform_ingest.operate.remedies import abandon_attempt, disown_stream, report_exit, skip_line
@@ -119,7 +119,7 @@ def test_an_exit_reported_before_the_lines_are_read_keeps_the_last_word(
 
 def test_exited_needs_a_known_stream(db: Database, make_book: MakeBook) -> None:
     book = make_book("book-1")
-    with pytest.raises(Exception, match="name or sweep"):
+    with pytest.raises(NotFound, match="name or sweep"):
         report_exit(db, str(book), RUN_A, 0)
 
 

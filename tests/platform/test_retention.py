@@ -8,8 +8,10 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -288,16 +290,43 @@ def test_naming_reads_from_byte_0_when_the_starts_are_not_known(
 # --- the worker's housekeeping ------------------------------------------------------------------
 
 
+def _housekeeping_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The records the housekeeping logs itself (not the compaction's own, per attempt)."""
+    return [
+        record
+        for record in caplog.records
+        if record.name == "platform_ingest" and record.getMessage().startswith("housekeeping: ")
+    ]
+
+
+def _seen(record: logging.LogRecord) -> tuple[int, str, object]:
+    return (record.levelno, record.getMessage(), getattr(record, "fields", None))
+
+
+COMPACTED_ONE = "housekeeping: 1 attempts compacted, 20 line hashes deleted"
+FAILED = re.compile(
+    r"housekeeping: compaction failed \(Postgres connection lost or refused .+\); next round later"
+)
+
+
 def test_housekeeping_compacts_in_rounds_and_survives_postgres_away(
-    db: Database, fresh_dsn: str, sql: Sql, make_book: MakeBook
+    db: Database,
+    fresh_dsn: str,
+    sql: Sql,
+    make_book: MakeBook,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A round compacts what is quiet and counts it; a round with Postgres away logs and returns
-    (the next one tries again); stop ends the thread."""
+    """A round compacts what is quiet, counts it and logs it (INFO, with the worker's fields); a
+    round with nothing quiet logs nothing; a round with Postgres away logs a WARNING and returns
+    (the next one tries again, on a fresh connection, and compacts); the thread runs rounds until
+    stop, which ends it and closes its connection."""
+    caplog.set_level(logging.INFO, logger="platform_ingest")
+    fields = {"worker": "w-test"}
     book = make_book("book-1")
     write(book, *_finished_stream(book, 20))
     sweep(db, book)
     metrics = Metrics()
-    log = FieldsLogger(logging.getLogger("platform_ingest"), {"worker": "w-test"})
+    log = FieldsLogger(logging.getLogger("platform_ingest"), fields)
     settings = DatabaseSettings(connect_timeout_s=1, reconnect_attempts_max=0)
     keeper = Housekeeping(
         fresh_dsn,
@@ -307,9 +336,20 @@ def test_housekeeping_compacts_in_rounds_and_survives_postgres_away(
         metrics=metrics,
         log=log,
     )
+
+    def compacted_total() -> float | None:
+        return metrics.registry.get_sample_value("platform_ingest_attempts_compacted_total")
+
     keeper.round()
     assert _hash_rows(sql) == 0
-    assert metrics.registry.get_sample_value("platform_ingest_attempts_compacted_total") == 1
+    assert compacted_total() == 1
+    assert [_seen(record) for record in _housekeeping_records(caplog)] == [
+        (logging.INFO, COMPACTED_ONE, fields)
+    ]
+    caplog.clear()
+    keeper.round()  # nothing is quiet any more: nothing counted, nothing logged
+    assert (compacted_total(), _housekeeping_records(caplog)) == (1, [])
+
     away = Housekeeping(
         "postgresql://nobody@127.0.0.1:1/none",
         quiet_for_s=0,
@@ -318,11 +358,50 @@ def test_housekeeping_compacts_in_rounds_and_survives_postgres_away(
         metrics=metrics,
         log=log,
     )
-    away.round()  # logs a warning, raises nothing
-    keeper.start()
-    time.sleep(0.2)
-    keeper.stop()
+    away.round()  # raises nothing
+    away.round()  # the next round tries again (and fails again)
+    failures = _housekeeping_records(caplog)
+    assert [(record.levelno, getattr(record, "fields", None)) for record in failures] == [
+        (logging.WARNING, fields),
+        (logging.WARNING, fields),
+    ]
+    assert all(FAILED.fullmatch(record.getMessage()) for record in failures), failures
+    assert not away.db.is_open
     away.stop()
+
+    # Its session is lost between rounds: the thread's next round fails and logs, the one after
+    # connects again and compacts the stream appended meanwhile.
+    terminated = sql.execute(
+        "SELECT pg_terminate_backend(%s, 10000)", (keeper.db.backend_pid,)
+    ).fetchone()
+    assert terminated == (True,)
+    append(book, *_finished_stream(book, 20, RUN_B))
+    sweep(db, book)
+    assert _hash_rows(sql) == 20
+    caplog.clear()
+    before = set(threading.enumerate())
+    keeper.start()
+    (thread,) = [t for t in set(threading.enumerate()) - before if t.name == "housekeeping"]
+    deadline = time.monotonic() + 30
+    while compacted_total() != 2 or not _housekeeping_records(caplog)[1:]:
+        assert thread.is_alive(), "the housekeeping thread ended by itself"
+        assert time.monotonic() < deadline, (
+            f"no round compacted the second stream in 30 s: {_hash_rows(sql)} line hashes left,"
+            f" logged {[_seen(record) for record in _housekeeping_records(caplog)]}"
+        )
+        time.sleep(0.01)
+    assert _hash_rows(sql) == 0
+    (failed, compacted) = _housekeeping_records(caplog)
+    assert failed.levelno == logging.WARNING and FAILED.fullmatch(failed.getMessage()), failed
+    assert _seen(compacted) == (logging.INFO, COMPACTED_ONE, fields)
+    assert {failed.threadName, compacted.threadName} == {"housekeeping"}
+
+    stopper = threading.Thread(target=keeper.stop, daemon=True)
+    stopper.start()
+    stopper.join(timeout=10)
+    assert not stopper.is_alive(), "stop did not return within 10 s"
+    assert not thread.is_alive(), "the housekeeping thread outlived stop"
+    assert not keeper.db.is_open
 
 
 def test_two_compactors_and_a_pass_at_once_agree(

@@ -94,8 +94,9 @@ def test_a_failing_disk_degrades_the_engine_and_refuses_the_repair(tmp_path: Pat
     world.step(_step)
     assert world.emitter is not None and world.emitter.journal_degraded
     world.exit()
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as refused:
         world.repair()
+    assert refused.value.errno == errno.ENOSPC, "the disk's refusal, not another OSError"
     world.disk_heals()
     assert world.repair()["journal"] == "ok"
     world.check_journal(complete=True)
