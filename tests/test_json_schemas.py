@@ -31,7 +31,8 @@ from engine_events._schema import SCHEMA_VERSION
 from engine_events.readers.verify_rules import Verdict
 from platform_ingest import Database, sweep_book
 from platform_ingest.cli.main import main
-from platform_ingest.decisions.runs import FailReason, PauseReason, RunState
+from platform_ingest.decisions.runs import FailReason
+from platform_ingest.decisions.states import PauseReason, RunState
 from platform_ingest.decisions.views import AttemptState
 from platform_ingest.errors import BookProblemKind, ProjectionFailed, StreamProblemKind
 from platform_ingest.operate.show import show_books

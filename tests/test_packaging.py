@@ -11,6 +11,10 @@ This test builds both wheels, installs each with its declared dependencies into 
 - platform-ingest: `platform-ingest sweep --auto` applies a hand-written journal to a fresh test
   database, while `engine_events` is not importable (the platform meets the engine only in the
   file format); `--version` prints the same version.
+- platform-ingest's embedded Postgres is an extra: its wheel's metadata lists pgserver only under
+  `extra == "embedded"`, so the venv installed without the extra has no `pgserver` (no server
+  binaries on a host with a Postgres of its own), and a command given no database there exits 1
+  with the typed message that says to install `platform-ingest[embedded]` or give a DSN.
 
 It also proves the wheels declare every dependency their package imports: a missing one fails the
 commands here, where the development install (both halves, every dependency) would hide it.
@@ -23,14 +27,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
+import zipfile
 from collections.abc import Iterator
+from email.message import Message
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
 
+from platform_ingest.store.embedded import MISSING as EMBEDDED_MISSING
 from platform_journals import RUN_A, finished, hello, spend, write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +112,65 @@ def _venv_with(wheel: Path, directory: Path) -> Path:
     return directory / "bin"
 
 
+@pytest.fixture(scope="module")
+def platform_bin(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bin directory of a fresh venv holding the platform wheel, without any extra."""
+    return _venv_with(wheels["platform_ingest"], tmp_path_factory.mktemp("platform") / "venv")
+
+
+def _metadata(wheel: Path) -> Message:
+    """The wheel's METADATA (the core metadata pip reads to choose what to install with it)."""
+    with zipfile.ZipFile(wheel) as archive:
+        (path,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return Parser().parsestr(archive.read(path).decode())
+
+
+def _requirements(wheel: Path) -> list[tuple[str, str]]:
+    """The wheel's `Requires-Dist` entries as (normalised name, marker without spaces, its quotes
+    made double: `extra == 'embedded'` and `extra == "embedded"` are one marker)."""
+    entries = []
+    for entry in _metadata(wheel).get_all("Requires-Dist") or []:
+        requirement, _, marker = entry.partition(";")
+        match = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
+        assert match is not None, entry
+        name = re.sub(r"[-_.]+", "-", match.group()).lower()
+        entries.append((name, marker.replace(" ", "").replace("'", '"')))
+    return entries
+
+
+def test_platform_wheel_lists_pgserver_only_under_the_embedded_extra(
+    wheels: dict[str, Path],
+) -> None:
+    """pgserver (the embedded Postgres, ~100 MB of server binaries) is the `embedded` extra of
+    platform-ingest, never a plain dependency; the engine's wheel does not name it at all."""
+    platform = _requirements(wheels["platform_ingest"])
+    assert "embedded" in (_metadata(wheels["platform_ingest"]).get_all("Provides-Extra") or [])
+    assert [marker for name, marker in platform if name == "pgserver"] == ['extra=="embedded"']
+    # Nothing else hides behind the extra, and the plain dependencies are still plain.
+    assert [name for name, marker in platform if marker] == ["pgserver"]
+    assert {"orjson", "psycopg", "msgspec", "watchdog", "prometheus-client"} <= {
+        name for name, marker in platform if not marker
+    }
+    assert "pgserver" not in {name for name, _ in _requirements(wheels["engine_events"])}
+
+
+def test_platform_ingest_wheel_without_the_extra_refuses_no_database_with_its_message(
+    platform_bin: Path, tmp_path: Path
+) -> None:
+    """Installed without `[embedded]`: no pgserver, and a command given no database (no DSN, no
+    PG* variable) exits 1 with the typed message, creating nothing under the data directory."""
+    _cannot_import(platform_bin / "python", "pgserver", tmp_path)
+    book = tmp_path / "books" / "book-1"
+    book.mkdir(parents=True)
+    write(book, hello(), spend(2, 2000), finished(3))
+    done = _run([platform_bin / "platform-ingest", "sweep", "--auto", book], tmp_path)
+    assert done.returncode == 1, done
+    assert done.stderr == f"platform-ingest: {EMBEDDED_MISSING}\n", done.stderr  # no "creating"
+    assert "platform-ingest[embedded]" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / ".platform-ingest").exists()
+
+
 def _cannot_import(python: Path, module: str, cwd: Path) -> None:
     done = _run([python, "-c", f"import {module}"], cwd)
     assert done.returncode != 0, f"{module} is importable in {python}"
@@ -134,9 +202,9 @@ def test_engine_events_wheel_alone_runs_the_demo_without_postgres(
 
 @pytest.mark.postgres
 def test_platform_ingest_wheel_alone_sweeps_a_journal_without_the_engine(
-    wheels: dict[str, Path], tmp_path: Path, fresh_dsn: str
+    platform_bin: Path, tmp_path: Path, fresh_dsn: str
 ) -> None:
-    bin_dir = _venv_with(wheels["platform_ingest"], tmp_path / "venv")
+    bin_dir = platform_bin
     _cannot_import(bin_dir / "python", "engine_events", tmp_path)
     assert (
         _ok([bin_dir / "platform-ingest", "--version"], tmp_path) == f"platform-ingest {VERSION}\n"

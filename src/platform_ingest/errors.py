@@ -44,7 +44,7 @@
      │    └── CursorMoved                      another pass moved the cursor first (resync, no retry)
      ├── ProjectionFailed                      a projection raised: its batch was rolled back
      │    └── ProjectionStatementRefused       its SQL would touch the platform's promises
-     ├── EmbeddedServerError (RuntimeError)    the embedded Postgres did not start or stop
+     ├── EmbeddedServerError (RuntimeError)    the embedded Postgres is not installed, or did not start or stop
      └── RepairError                           the repair channel could not be used
           ├── EngineLive                       the engine holds the book's lock (exit 12)
           ├── StatusUnreadable                 the status command failed or printed nonsense
@@ -517,7 +517,8 @@ class ProjectionStatementRefused(ProjectionFailed):
 
 
 class EmbeddedServerError(IngestError, RuntimeError):
-    """The embedded Postgres could not be started or stopped."""
+    """The embedded Postgres could not be started or stopped, or is not installed (the
+    `platform-ingest` distribution ships pgserver only with its `embedded` extra)."""
 
 
 class RepairError(IngestError):

@@ -43,8 +43,13 @@ def _dsn(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[str, bo
     if variables:
         logger.info("no DSN given: connecting with libpq's %s", ", ".join(variables))
         return "", False
-    from ..store.embedded import cluster_exists, embedded_postgres  # noqa: PLC0415 - no DSN only
+    from ..store.embedded import (  # noqa: PLC0415 - no DSN only
+        cluster_exists,
+        embedded_postgres,
+        require_installed,
+    )
 
+    require_installed()  # a host without the `embedded` extra hears that, and nothing else
     data_dir = args.data_dir.absolute()
     if cluster_exists(data_dir):
         _say(args, f"using the embedded Postgres in {display_path(data_dir)}", notable=False)

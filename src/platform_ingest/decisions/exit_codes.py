@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from .states import PauseReason, RunOutcome, RunState
+
 REFUSAL_BAND = range(10, 20)
 """Codes 10 to 19 are refusals; an unknown code inside the band is still a refusal."""
 
@@ -39,13 +41,13 @@ class ExitReading:
     completed run, `reason` for a paused one, `refusal` (the class) for a refused one.
     """
 
-    state: str
-    outcome: str | None = None
-    reason: str | None = None
+    state: RunState
+    outcome: RunOutcome | None = None
+    reason: PauseReason | None = None
     refusal: str | None = None
 
 
-_PAUSE_REASONS = {
+_PAUSE_REASONS: dict[ExitCode, PauseReason] = {
     ExitCode.BANK_STOP: "bank_stop",
     ExitCode.CEILING: "ceiling",
     ExitCode.GRACEFUL_STOP: "stop",

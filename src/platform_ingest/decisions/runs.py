@@ -15,19 +15,17 @@ an ordered dict (`progress_from_jsonb`, which also reads the object an older ver
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NewType, get_args
+from typing import Any, Literal, NewType
 
 import orjson
 
 from .exit_codes import read_exit_code
+from .states import (
+    ENDED_RUN_STATES,
+    PauseReason,
+    RunState,
+)
 
-RunState = Literal["running", "paused", "completed", "failed", "refused"]
-RUN_STATES: tuple[RunState, ...] = get_args(RunState)
-ENDED_RUN_STATES: frozenset[RunState] = frozenset({"completed", "failed", "refused"})
-
-PauseReason = Literal["ceiling", "bank_stop", "stop", "unsupported_version"]
-"""Why a run is `paused`."""
-PAUSE_REASONS: tuple[PauseReason, ...] = get_args(PauseReason)
 FailReason = Literal["abandoned", "no_finished"]
 """Why a run `failed` without an exit code saying so (an operator, or repair)."""
 SignalReason = NewType("SignalReason", str)
@@ -49,24 +47,6 @@ StateEffectKind = Literal[
 
 def signal_reason(signal_number: int) -> SignalReason:
     return SignalReason(f"signal_{signal_number}")
-
-
-def _run_state(value: str) -> RunState:
-    """`value` (an exit code's reading) as a run state."""
-    for state in RUN_STATES:
-        if state == value:
-            return state
-    raise ValueError(f"unknown run state {value!r}")
-
-
-def _pause_reason(value: str | None) -> PauseReason | None:
-    """`value` (an exit code's reading) as a pause reason."""
-    if value is None:
-        return None
-    for reason in PAUSE_REASONS:
-        if reason == value:
-            return reason
-    raise ValueError(f"unknown pause reason {value!r}")
 
 
 def progress_json(progress: dict[str, Any]) -> str:
@@ -175,9 +155,9 @@ class RunView:
             if effect.exit_code is None:
                 raise ValueError("a finished effect carries its exit code")
             reading = read_exit_code(effect.exit_code)
-            self.state = _run_state(reading.state)
+            self.state = reading.state
             self.outcome = reading.outcome
-            self.reason = _pause_reason(reading.reason)
+            self.reason = reading.reason
             self.refusal = (
                 (effect.refusal or reading.refusal) if reading.state == "refused" else None
             )
@@ -194,8 +174,8 @@ class RunView:
                 self.reason = signal_reason(-effect.exit_code)
             else:
                 reading = read_exit_code(effect.exit_code)
-                self.state, self.outcome = _run_state(reading.state), reading.outcome
-                self.reason = _pause_reason(reading.reason)
+                self.state, self.outcome = reading.state, reading.outcome
+                self.reason = reading.reason
                 self.refusal = reading.refusal if reading.state == "refused" else None
         elif effect.kind == "abandoned":
             # An operator gave up on the run's stream (`abandon`): it ends here, failed.

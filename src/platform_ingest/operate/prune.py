@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._defaults import RUNS_PER_CALL_MAX
-from ..decisions.runs import ENDED_RUN_STATES, RunView
+from ..decisions.runs import RunView
 from ..decisions.spent import spent_of_book
+from ..decisions.states import ENDED_RUN_STATES
 from ..ingest.books import book_lock_key, book_ref
 from ..store import statements
 from ..store.db import Database

@@ -32,7 +32,8 @@ from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
 
-from ..decisions.runs import RunState, RunView, StateEffect
+from ..decisions.runs import RunView, StateEffect
+from ..decisions.states import RunState
 from ..decisions.views import AWAITING_STATES, AttemptState, BookView, ProblemRecord, problem_json
 from ..errors import (
     CompactedConflict,

@@ -25,7 +25,8 @@ import orjson
 
 from .._defaults import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S
 from ..decisions.exit_codes import ExitCode
-from ..decisions.runs import RunState, RunView, StateEffect
+from ..decisions.runs import RunView, StateEffect
+from ..decisions.states import RunState
 from ..errors import EngineLive, NotFound, StatusUnreadable, StreamDisowned, StreamNotSeen
 from ..ingest.books import book_ref, register_book
 from ..journal.decode import BIGINT_MAX

@@ -1,7 +1,11 @@
 """The embedded Postgres: started by the command when no DSN is given, stopped when it exits.
 
 The server's data lives under the data directory (`.platform-ingest/` by default) in `postgres/`;
-it listens only on a Unix socket. The binaries come with the `pgserver` wheel.
+it listens only on a Unix socket. The binaries come with the `pgserver` wheel, which the
+`platform-ingest` distribution installs only with its `embedded` extra
+(`pip install 'platform-ingest[embedded]'`): a host with a Postgres of its own gives a DSN and
+needs no server binaries. Without the extra, a command given no database is refused with a typed
+error that says both ways out.
 """
 
 from __future__ import annotations
@@ -18,14 +22,34 @@ from ..errors import EmbeddedServerError
 
 logger = logging.getLogger("platform_ingest")
 
+MISSING = (
+    "the embedded Postgres is not installed (pgserver, the 'embedded' extra): install "
+    "platform-ingest[embedded], or give a DSN (--dsn, PLATFORM_INGEST_DSN or PG* variables)"
+)
+"""The refusal of a command that has no database: pgserver (the `embedded` extra) is missing."""
+
 
 def _pgserver() -> Any:
     # platformdirs warns at import when XDG_RUNTIME_DIR is unset; the fallback it takes is fine.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        import pgserver  # noqa: PLC0415 - slow to import; only the embedded mode needs it
+        try:
+            import pgserver  # noqa: PLC0415 - slow to import; only the embedded mode needs it
+        except ModuleNotFoundError as error:
+            if error.name == "pgserver":
+                raise EmbeddedServerError(MISSING) from None
+            # pgserver is there, but something it needs is not.
+            raise EmbeddedServerError(
+                f"the embedded Postgres (pgserver) could not be imported: {error}"
+            ) from error
 
     return pgserver
+
+
+def require_installed() -> None:
+    """Refuse (`EmbeddedServerError`, saying both ways out) when pgserver is not installed: before
+    a command says that it uses or creates an embedded server."""
+    _pgserver()
 
 
 def cluster_dir(data_dir: Path) -> Path:
