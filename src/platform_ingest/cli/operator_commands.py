@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
 
 from .._plain import plain
 from ..ingest.books import find_book
 from ..operate.follow import follow
 from ..operate.naming import name_stream, release_attempt
 from ..operate.remedies import (
+    Action,
     abandon_attempt,
     disown_stream,
     report_exit,
@@ -112,28 +114,21 @@ def skip(args: argparse.Namespace) -> int:
 
 
 def disown(args: argparse.Namespace) -> int:
-    with open_database(args) as db:
-        action = disown_stream(
-            db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by
-        )
-    print_json(action.as_json())
-    return Exit.OK
+    return _on_stream(args, disown_stream)
 
 
 def undisown(args: argparse.Namespace) -> int:
-    with open_database(args) as db:
-        action = undisown_stream(
-            db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by
-        )
-    print_json(action.as_json())
-    return Exit.OK
+    return _on_stream(args, undisown_stream)
 
 
 def abandon(args: argparse.Namespace) -> int:
+    return _on_stream(args, abandon_attempt)
+
+
+def _on_stream(args: argparse.Namespace, remedy: Callable[..., Action]) -> int:
+    """A remedy on one stream that takes only the audit's words (`--by`, `--reason`)."""
     with open_database(args) as db:
-        action = abandon_attempt(
-            db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by
-        )
+        action = remedy(db, args.book_dir, args.engine_run_id, reason=args.reason, by=args.by)
     print_json(action.as_json())
     return Exit.OK
 
