@@ -386,7 +386,9 @@ def test_repair_refused_while_the_engine_demo_is_live(
     )
     try:
         deadline = time.monotonic() + 30
-        while not (book / "events.jsonl").exists() and time.monotonic() < deadline:
+        while not (book / "events.jsonl").exists():
+            assert engine.poll() is None, "the demo exited before writing its journal"
+            assert time.monotonic() < deadline, "the demo wrote no journal in 30 s"
             time.sleep(0.05)
         status_command = f"{_engine_events()} status"
         code, _, err = cli(

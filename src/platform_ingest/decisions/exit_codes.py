@@ -1,7 +1,8 @@
 """The platform's own mirror of the engine's exit codes (docs/reference/exit-codes.md) and how a run reads each one.
 
 This is a copy on purpose: the platform does not import the engine's package (they are deployed
-apart). The shared vector file `tests/vectors/exit_codes.json` keeps the two tables in step.
+apart). The shared vector file `tests/vectors/exit_codes.json` and `tests/test_copies_agree.py`
+keep the two tables in step.
 """
 
 from __future__ import annotations
