@@ -22,6 +22,10 @@ in `docs/performance.md`, which this runner never writes.
 - `bench/bench_fleet.py --json` (4 worker processes over 40,000 books, one killed with SIGKILL
   and restarted every 10 s while a writer appends: takeover, fsync-to-commit latency, Postgres
   connections and advisory locks, lines applied twice) likewise;
+- `bench/bench_growth.py --json` (how cost grows with the work: the pass's CPU per line over
+  journals of 10^3, 10^5 and 10^7 lines against reading and parsing them, and a survey's CPU per
+  book over roots of 10^3, 10^4 and 10^5 books, idle and with 1 % of them growing, against
+  listing the root and stat-ing each journal; each size against the smallest) likewise;
 - `bench/bench_worker.py`, when present, is run with the options its `--help` offers (`--json` if
   it has it; otherwise its printed figures are kept as they are).
 
@@ -65,6 +69,7 @@ FULL = {
     "decode": [],
     "retention": [],
     "fleet": [],
+    "growth": [],
 }
 QUICK = {
     "emitter": ["--events", "500", "--batched-events", "20000", "--memory-events", "100000"],
@@ -96,6 +101,7 @@ QUICK = {
         "4",
     ],
     "fleet": ["--books", "2000", "--churn-s", "30", "--steady-s", "10"],
+    "growth": ["--lines", "1000,100000", "--books", "1000,5000", "--surveys", "3"],
 }
 WORKER_QUICK = {
     "--lines": "200",
@@ -405,6 +411,13 @@ def main() -> None:
         run(
             "Workers: a fleet sharing books, one killed and restarted every 10 s",
             ["bench/bench_fleet.py", "--json", *sizes["fleet"], *dsn_args],
+            as_json=True,
+        )
+    )
+    results.append(
+        run(
+            "How cost grows with the work: a pass per line, a survey per book",
+            ["bench/bench_growth.py", "--json", *sizes["growth"], *dsn_args],
             as_json=True,
         )
     )
