@@ -33,7 +33,7 @@ from .._backoff import Backoff
 from ..errors import DatabaseError, DatabaseTimeout, DatabaseUnavailable, DataRefused, IngestError
 from .copy_data import copy_data
 from .statement import Statement
-from .statements import LISTED_TEXTS
+from .statements import LISTED_TEXTS, PLANS_DISCARD
 
 logger = logging.getLogger("platform_ingest")
 
@@ -258,6 +258,17 @@ class Database:
         with _translated():
             _check_listed(statement, "session")
             self.connection.execute(statement.text)
+
+    def discard_plans(self) -> None:
+        """Forget the query plans this session has cached, keeping its prepared statements: each
+        is planned again, with the tables as they are now, on its next run. Postgres keeps a
+        prepared statement's generic plan until the table is analyzed, whatever rows arrive
+        meanwhile; a plan made while `attempts` or `books` was nearly empty (a worker's start
+        over many new books) scans the whole table on every page of a survey until autovacuum
+        first analyzes it (docs/performance.md, "How cost grows with the work")."""
+        with _translated():
+            _check_listed(PLANS_DISCARD, "session")
+            self.connection.execute(PLANS_DISCARD.text)
 
     def notifications(self, timeout_s: float) -> Iterator[psycopg.Notify]:
         """The notifications of the channels this connection listens on that arrive within

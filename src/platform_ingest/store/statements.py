@@ -491,6 +491,9 @@ CHANNEL_CHANGES = "platform_ingest"
 CHANNEL_CONTROL = "platform_ingest_control"
 LISTEN_CHANGES = session("listen_changes", f"LISTEN {CHANNEL_CHANGES}")
 LISTEN_CONTROL = session("listen_control", f"LISTEN {CHANNEL_CONTROL}")
+# A session's cached query plans forgotten, its prepared statements kept: each is planned again on
+# its next run, with the tables as they are then (`Database.discard_plans`).
+PLANS_DISCARD = session("plans_discard", "DISCARD PLANS")
 # After each commit a small payload per attempt the batch moved: no book id and no money in it.
 CHANGES_NOTIFY = _q(
     "changes_notify",

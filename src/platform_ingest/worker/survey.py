@@ -296,6 +296,9 @@ class Survey:
         in pages whose lag `step` measures one at a time, so that the passes of books notified
         meanwhile run between pages instead of waiting for the whole survey."""
         self.next_survey = time.monotonic() + self.survey_interval_s
+        # Plans cached while the tables were small are made again for the tables as they are:
+        # else the survey's pages scan every attempt until the first ANALYZE (`discard_plans`).
+        self.db.discard_plans()
         self.rescan_roots = set(self.roots)
         self.rescan()
         self._register_new(again=True)
