@@ -4,6 +4,7 @@ row behind."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -68,8 +69,6 @@ def test_the_platform_map_names_no_module_that_is_gone() -> None:
 def test_the_architecture_names_no_path_that_is_gone() -> None:
     """Every `engine_events/...` or `platform_ingest/...` path the architecture names exists."""
     text = ARCHITECTURE.read_text()
-    import re
-
     named = set(re.findall(r"`((?:engine_events|platform_ingest)/[\w/]*(?:\.py)?)`", text))
     assert len(named) > 10
     gone = sorted(name for name in named if not (ROOT / "src" / name).exists())

@@ -44,3 +44,25 @@ def test_the_exit_statuses_are_the_documented_ones() -> None:
         "ENGINE_LIVE": 3,
         "NOT_REPLAYABLE": 4,
     }
+
+
+AUDITED = {
+    "release": False,
+    "exited": False,
+    "skip": True,
+    "disown": True,
+    "undisown": True,
+    "abandon": True,
+    "prune": False,
+    "repair": False,
+}
+"""The audited commands, and whether each requires `--reason` (docs/platform/cli.md)."""
+
+
+def test_the_audited_commands_take_by_and_reason_and_require_a_reason_where_documented() -> None:
+    commands = _commands()
+    for name, sub in commands.items():
+        options = {option: action for action in sub._actions for option in action.option_strings}
+        assert ("--by" in options) == (name in AUDITED), name
+        if name in AUDITED:
+            assert options["--reason"].required is AUDITED[name], name

@@ -300,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     skip = commands.add_parser(
         "skip",
         help="pass one quarantined line, named by its seq and sha256, with no effect",
-        parents=[stream, audited],
+        parents=[stream, audited_why],
     )
     skip.add_argument("seq", type=int, metavar="SEQ", help="the quarantined line's seq")
     skip.add_argument(
