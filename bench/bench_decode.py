@@ -51,8 +51,9 @@ if str(SRC) not in sys.path:
 from _report import load_average, prose_to, say  # noqa: E402
 from engine_events import Finished, Hello, PhaseCount, Progress, Spend, UnitDone  # noqa: E402
 from engine_events._line import encode_line, format_time  # noqa: E402
-from platform_ingest.journal import decode as _decode  # noqa: E402
-from platform_ingest.journal.decode import Line, decode_line  # noqa: E402
+from platform_ingest.journal.decode import MEMO, decode_line  # noqa: E402
+from platform_ingest.journal.line import Line, parse_as_line  # noqa: E402
+from platform_ingest.journal.memo import DIGITS_AS_ZERO  # noqa: E402
 
 START = dt.datetime(2026, 11, 30, 2, 8, 57, 213000, tzinfo=dt.UTC)
 PHASES = ("draft", "edit", "review")
@@ -122,13 +123,13 @@ def parse_encode_build(raw: bytes) -> Line:
 
 def skeleton(raw: bytes) -> object:
     """The lookup of the line's skeleton among those remembered, alone."""
-    return _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
+    return MEMO.skeletons.get(raw.translate(DIGITS_AS_ZERO))
 
 
 def skeleton_parse(raw: bytes) -> Line:
     """The lookup, then the parse straight into a `Line` (its four members typed on the way)."""
-    _decode._SKELETONS.get(raw.translate(_decode._DIGITS_AS_ZERO))
-    return _decode._parse_as_line(raw)
+    MEMO.skeletons.get(raw.translate(DIGITS_AS_ZERO))
+    return parse_as_line(raw)
 
 
 BREAKDOWN: list[tuple[str, Callable[[bytes], Any]]] = [

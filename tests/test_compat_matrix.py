@@ -27,10 +27,14 @@ from typing import Any
 import pytest
 
 import platform_ingest.journal.decode as platform_decoder
+import platform_ingest.journal.line_rules as platform_line_rules
 from engine_events.readers.verify import verify_journal
 from engine_events.readers.watch import BookView
 from platform_ingest import Database
 from platform_ingest.errors import LineRefused, UnsupportedVersion
+from platform_ingest.journal.line import Line as PlatformLine
+from platform_ingest.journal.memo import DecoderMemo
+from platform_ingest.journal.precise import decode_precisely
 from platform_ingest.operate.naming import name_stream
 from platform_journals import book_state, sweep
 
@@ -164,18 +168,18 @@ def _decoded(lines: list[bytes], decode: Callable[[bytes, str | None], object]) 
             return REFUSED
         except LineRefused:
             return MALFORMED
-        assert isinstance(line, platform_decoder.Line)
+        assert isinstance(line, PlatformLine)
         if line.type == "hello":
             version = line.data["stream_version"]
     return READ
 
 
 def _precisely(raw: bytes, version: str | None) -> object:
-    newer = version is not None and platform_decoder.is_newer_minor(version)
+    newer = version is not None and platform_line_rules.is_newer_minor(version)
     if not newer and raw.startswith(b'{"seq":1,"type":"hello"'):
         stated = json.loads(raw)["data"].get("stream_version")
-        newer = isinstance(stated, str) and platform_decoder.is_newer_minor(stated)
-    return platform_decoder._decode_precisely(raw, newer_minor=newer)
+        newer = isinstance(stated, str) and platform_line_rules.is_newer_minor(stated)
+    return decode_precisely(raw, DecoderMemo(), newer_minor=newer)
 
 
 def _passed(db: Database, book: Path, money: int, *, named: bool) -> str:

@@ -6,8 +6,8 @@ Postgres driver, a platform host no engine. So what both must do alike is writte
 each half, and nothing but a test keeps the two copies in step. This file is where their agreement
 is held:
 
-- the JSON nesting-depth check, `_nesting_depth` (`engine_events/readers/decode.py`,
-  `platform_ingest/journal/decode.py`): the same depth for any JSON value, at the bound
+- the JSON nesting-depth check (`_nesting_depth` in `engine_events/readers/decode.py`,
+  `nesting_depth` in `platform_ingest/journal/line_rules.py`): the same depth for any JSON value, at the bound
   (`NESTING_DEPTH_MAX`) and one past it, and for any bytes at all;
 - `is_newer_minor` beside it (same modules): the same answer for any stream version;
 - the exit-code tables (`engine_events/_exit_codes.py`, `platform_ingest/decisions/exit_codes.py`):
@@ -47,11 +47,11 @@ import engine_events._version as engine_version
 import engine_events.readers.decode as engine_decoder
 import platform_ingest._version as platform_version
 import platform_ingest.decisions.exit_codes as platform_exit_codes
-import platform_ingest.journal.decode as platform_decoder
+import platform_ingest.journal.line_rules as platform_line_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "tests" / "vectors"
-BOUND = platform_decoder.NESTING_DEPTH_MAX
+BOUND = platform_line_rules.NESTING_DEPTH_MAX
 """The bound (the same number on both sides: `test_decoders_agree` holds it with the others)."""
 
 # -- the nesting depth ----------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def test_both_copies_of_the_nesting_depth_measure_any_json_value_alike(
     value, body = case
     expected = _depth(value)
     assert engine_decoder._nesting_depth(body) == expected, body[:300]
-    assert platform_decoder._nesting_depth(body) == expected, body[:300]
+    assert platform_line_rules.nesting_depth(body) == expected, body[:300]
 
 
 @pytest.mark.parametrize("levels", [BOUND - 1, BOUND, BOUND + 1])
@@ -167,13 +167,13 @@ def test_both_copies_of_the_nesting_depth_meet_the_bound(levels: int, container:
     """The bound and its neighbours, always generated (not only as the generator happens to)."""
     closer = "]" if container == "[" else "}"
     body = (container * levels + "0" + closer * levels).encode()
-    assert engine_decoder._nesting_depth(body) == platform_decoder._nesting_depth(body) == levels
+    assert engine_decoder._nesting_depth(body) == platform_line_rules.nesting_depth(body) == levels
 
 
 @given(JSONISH_BYTES)
 def test_both_copies_of_the_nesting_depth_read_any_bytes_alike(body: bytes) -> None:
     """Before the line is known to be JSON (the depth is checked first), any bytes: one answer."""
-    assert engine_decoder._nesting_depth(body) == platform_decoder._nesting_depth(body)
+    assert engine_decoder._nesting_depth(body) == platform_line_rules.nesting_depth(body)
 
 
 def _ignoring_strings(body: bytes) -> int:
@@ -216,7 +216,7 @@ def test_the_generated_inputs_would_catch_a_drifted_copy(
     drifted in a likely way disagrees with the real ones (so a drifted copy would fail them)."""
     found = find(
         bodies,
-        lambda body: drifted(body) != platform_decoder._nesting_depth(body),
+        lambda body: drifted(body) != platform_line_rules.nesting_depth(body),
         settings=settings(database=None, max_examples=2000, phases=[Phase.generate]),
     )
     assert drifted(found) != engine_decoder._nesting_depth(found)
@@ -243,7 +243,7 @@ def test_both_copies_tell_a_newer_minor_alike(version: str) -> None:
     """Whether a stream is of a minor newer than the reader knows (its extra envelope keys are then
     ignored): one answer from both halves for any version string."""
     assert _outcome(engine_decoder.is_newer_minor, version) == _outcome(
-        platform_decoder.is_newer_minor, version
+        platform_line_rules.is_newer_minor, version
     )
 
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import engine_events._events as engine_events_module
 import engine_events._line as engine_line
 import engine_events.readers.decode as engine_decoder
-import platform_ingest.journal.decode as platform_decoder
+import platform_ingest.journal.line_rules as platform_line_rules
 from engine_events._events import BankStop, Event, Finished, Hello, PhaseCount, Progress, UnitDone
 from engine_events._line import encode_line
 from engine_events.errors import EventError
@@ -31,22 +31,24 @@ from engine_events.readers.decode import decode_line as engine_decode
 from platform_ingest.journal.decode import decode_line as platform_decode
 from verdicts import engine_verdict, platform_verdict, verify_verdict
 
-IDENTIFIER_BYTES_MAX = platform_decoder.IDENTIFIER_BYTES_MAX
-TEXT_BYTES_MAX = platform_decoder.TEXT_BYTES_MAX
+IDENTIFIER_BYTES_MAX = platform_line_rules.IDENTIFIER_BYTES_MAX
+TEXT_BYTES_MAX = platform_line_rules.TEXT_BYTES_MAX
 
 
 def test_the_two_sides_bounds_are_the_same_numbers() -> None:
     """Each side keeps its own copy of every bound (they share no code); the copies agree."""
-    assert engine_events_module.IDENTIFIER_BYTES_MAX == platform_decoder.IDENTIFIER_BYTES_MAX == 255
-    assert engine_events_module.TEXT_BYTES_MAX == platform_decoder.TEXT_BYTES_MAX == 4096
-    assert engine_line.LINE_BYTES_MAX == platform_decoder.LINE_BYTES_MAX == 1024 * 1024
-    assert engine_decoder.NESTING_DEPTH_MAX == platform_decoder.NESTING_DEPTH_MAX
-    assert engine_decoder.INTEGER_MAX == platform_decoder.BIGINT_MAX == engine_line.SEQ_MAX
-    assert engine_events_module.STREAM_MAJOR == platform_decoder.STREAM_MAJOR
+    assert (
+        engine_events_module.IDENTIFIER_BYTES_MAX == platform_line_rules.IDENTIFIER_BYTES_MAX == 255
+    )
+    assert engine_events_module.TEXT_BYTES_MAX == platform_line_rules.TEXT_BYTES_MAX == 4096
+    assert engine_line.LINE_BYTES_MAX == platform_line_rules.LINE_BYTES_MAX == 1024 * 1024
+    assert engine_decoder.NESTING_DEPTH_MAX == platform_line_rules.NESTING_DEPTH_MAX
+    assert engine_decoder.INTEGER_MAX == platform_line_rules.BIGINT_MAX == engine_line.SEQ_MAX
+    assert engine_events_module.STREAM_MAJOR == platform_line_rules.STREAM_MAJOR
     # The newest minor each reader knows: past it, envelope keys after `data` are ignored.
-    assert engine_decoder.STREAM_MINOR_KNOWN == platform_decoder.STREAM_MINOR_KNOWN
+    assert engine_decoder.STREAM_MINOR_KNOWN == platform_line_rules.STREAM_MINOR_KNOWN
     newest = max(engine_events_module.STREAM_VERSIONS, key=lambda v: int(v.split(".")[1]))
-    assert newest == f"1.{platform_decoder.STREAM_MINOR_KNOWN}"
+    assert newest == f"1.{platform_line_rules.STREAM_MINOR_KNOWN}"
 
 
 def assert_all_agree(raw: bytes, stream_version: str = "1.3") -> str:

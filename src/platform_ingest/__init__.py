@@ -35,6 +35,8 @@ if TYPE_CHECKING:
         JournalUnreadable,
         LineAfterFinished,
         LineBeforeHello,
+        LineOutOfPlace,
+        LineOutsideStream,
         LineRefused,
         LineTooLong,
         MalformedLine,
@@ -62,7 +64,9 @@ if TYPE_CHECKING:
     from .ingest.book_pass import BookPass, PassReport, sweep_book
     from .ingest.books import book_ref, register_book
     from .ingest.rebuild import RebuildReport, Unreplayable, rebuild
-    from .journal.decode import LINE_BYTES_MAX, NESTING_DEPTH_MAX, Line, decode_line
+    from .journal.decode import decode_line
+    from .journal.line import Line
+    from .journal.line_rules import LINE_BYTES_MAX, NESTING_DEPTH_MAX
     from .store.db import Database, DatabaseSettings
     from .store.schema import migrate, schema_version
     from .worker.loop import Worker, WorkerSettings
@@ -98,6 +102,8 @@ __all__ = [
     "Line",
     "LineAfterFinished",
     "LineBeforeHello",
+    "LineOutOfPlace",
+    "LineOutsideStream",
     "LineRefused",
     "LineTooLong",
     "MalformedLine",
@@ -139,9 +145,9 @@ __all__ = [
 
 
 _SUBMODULES = {
-    "LINE_BYTES_MAX": "journal.decode",
-    "NESTING_DEPTH_MAX": "journal.decode",
-    "Line": "journal.decode",
+    "LINE_BYTES_MAX": "journal.line_rules",
+    "NESTING_DEPTH_MAX": "journal.line_rules",
+    "Line": "journal.line",
     "decode_line": "journal.decode",
     "book_ref": "ingest.books",
     "register_book": "ingest.books",

@@ -26,11 +26,12 @@
      │    │    │    ├── WrongType              a field of the wrong type or range
      │    │    │    │    └── StringTooLong     a known string over its bound in UTF-8 bytes
      │    │    │    ├── MoneyNotInteger        money that is not a non-negative JSON integer
-     │    │    │    ├── HelloNotFirst          a hello that is not seq 1
-     │    │    │    ├── LineBeforeHello        a line before any hello in the file
-     │    │    │    ├── LineOutsideStream      an unreadable line after a finished stream
-     │    │    │    └── LineAfterFinished      a new seq of a stream after its finished
+     │    │    │    └── HelloNotFirst          a hello that is not seq 1
      │    │    └── UnsupportedVersion          kind "unsupported_version": a major other than 1
+     │    ├── LineOutOfPlace                   kind "malformed": a line where no line may stand
+     │    │    ├── LineBeforeHello             a line before any hello in the file
+     │    │    ├── LineOutsideStream           an unreadable line after a finished stream
+     │    │    └── LineAfterFinished           a new seq of a stream after its finished
      │    ├── PayloadConflict                  kind "payload_conflict": same seq, other bytes
      │    ├── SequenceGap                      kind "gap": lines were lost
      │    ├── BookMismatch                     kind "book_mismatch": a hello of another book
@@ -54,11 +55,15 @@
 A `StreamProblem` carries fields, not only a message: `kind` (the name `show` prints), `seq` (None
 when the line has none), `offset` (the byte offset where the offending line starts) and, for a
 conflict, both sha256 hashes. Messages never hold money amounts.
+
+An error is built whole and never changed once made: what a later step knows (the offset of a
+line the decoder refused, the events a projection failed on, the line a refusal of Postgres
+belongs to) goes into a new error of the same class (`_with`).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 StreamProblemKind = Literal[
     "stream_problem",
@@ -83,6 +88,16 @@ BookProblemKind = Literal[
 an attempt: a value of its lines that Postgres cannot store."""
 ProblemKind = StreamProblemKind | BookProblemKind
 """Every problem kind `show` prints."""
+
+
+def _with(error: Any, **fields: object) -> Any:
+    """A new error of `error`'s class, with its message, its fields and its cause, and `fields`
+    over them; `error` is left as it was (it may be held elsewhere: a test, a log, a cache)."""
+    made = type(error).__new__(type(error), *error.args)
+    made.__dict__.update(error.__dict__)
+    made.__dict__.update(fields)
+    made.__cause__ = error.__cause__
+    return made
 
 
 class IngestError(Exception):
@@ -180,6 +195,12 @@ class StreamProblem(IngestError):
         self.detail = detail
         self.seq = seq
         self.offset = offset
+
+    def at(self, offset: int) -> Self:
+        """This problem, found in the line that starts at byte `offset`: a new error (the
+        decoder, which sees one line, leaves the offset to the reader, who knows it)."""
+        made: Self = _with(self, offset=offset)
+        return made
 
 
 class LineRefused(StreamProblem, ValueError):
@@ -304,16 +325,24 @@ class HelloNotFirst(MalformedLine):
         self.engine_run_id = engine_run_id
 
 
-class LineBeforeHello(MalformedLine):
+class LineOutOfPlace(StreamProblem):
+    """A line where no line of it may stand, whether it decodes or not: before any hello, after
+    a finished stream. Found by the rules from the line's place in the file, never by the
+    decoder (which sees one line). Shown as kind "malformed", as a line no reader may accept."""
+
+    kind: ClassVar[StreamProblemKind] = "malformed"
+
+
+class LineBeforeHello(LineOutOfPlace):
     """A line of a stream before any hello in the file: it belongs to no stream."""
 
 
-class LineOutsideStream(MalformedLine):
+class LineOutsideStream(LineOutOfPlace):
     """A line that cannot be read, after a finished stream and before the next hello: it belongs
     to no stream we can name, and a finished stream is never changed by it."""
 
 
-class LineAfterFinished(MalformedLine):
+class LineAfterFinished(LineOutOfPlace):
     """A new seq of a stream after its `finished`, which is the last line of a stream: applying
     it would reopen a completed run (a `ceiling` pausing it, a `spend` adding money)."""
 
@@ -427,8 +456,10 @@ class ForeignStreamAhead(StreamProblem):
 class DatabaseError(IngestError):
     """Postgres refused or failed an operation (translated from the driver in `db`)."""
 
-    sqlstate: str | None = None
-    """The SQLSTATE Postgres gave (None: raised by the client, or by this package)."""
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        """The SQLSTATE Postgres gave (None: raised by the client, or by this package)."""
 
 
 class DataRefused(DatabaseError):
@@ -438,6 +469,11 @@ class DataRefused(DatabaseError):
 
     evidence: tuple[str | None, int | None, int] | None = None
     """(stream, seq, byte offset) of the one line whose batch Postgres refused, when known."""
+
+    def of_line(self, evidence: tuple[str | None, int | None, int]) -> DataRefused:
+        """This refusal, known to belong to one line: a new error naming it."""
+        made: DataRefused = _with(self, evidence=evidence)
+        return made
 
 
 class DatabaseUnavailable(DatabaseError, ConnectionError):
@@ -507,13 +543,32 @@ class ProjectionFailed(IngestError):
         self.seq = seq
         """The last seq of the events the projection was given."""
 
+    def of_events(self, *, attempt_id: int, engine_run_id: str, seq: int) -> Self:
+        """This failure, known to be on the events of `attempt_id` up to `seq`: a new error."""
+        made: Self = _with(self, attempt_id=attempt_id, engine_run_id=engine_run_id, seq=seq)
+        return made
+
 
 class ProjectionStatementRefused(ProjectionFailed):
     """A projection's statement was refused before it ran, or its writes reached a platform
     table (`platform_ingest.projections`)."""
 
-    def __init__(self, projection: str, why: str) -> None:
-        super().__init__(projection, f"statement refused: {why}")
+    def __init__(
+        self,
+        projection: str,
+        why: str,
+        *,
+        attempt_id: int | None = None,
+        engine_run_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        super().__init__(
+            projection,
+            f"statement refused: {why}",
+            attempt_id=attempt_id,
+            engine_run_id=engine_run_id,
+            seq=seq,
+        )
 
 
 class EmbeddedServerError(IngestError, RuntimeError):

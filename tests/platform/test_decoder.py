@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -37,8 +37,13 @@ from platform_ingest.errors import (
     WrongKeys,
 )
 from platform_ingest.journal import decode as _decode
+from platform_ingest.journal import memo as _memo
 from platform_ingest.journal import reader as _journal
-from platform_ingest.journal.decode import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX, Line
+from platform_ingest.journal.decode import MEMO
+from platform_ingest.journal.line import Line
+from platform_ingest.journal.line_rules import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX
+from platform_ingest.journal.memo import DecoderMemo
+from platform_ingest.journal.precise import decode_precisely
 from platform_ingest.journal.reader import Hint, Journal, complete_lines, file_identity
 from platform_journals import hello, line, progress, spend, unit_done
 
@@ -349,14 +354,19 @@ def judged(decode: Callable[[bytes], Line], raw: bytes) -> object:
         return type(error), str(error), vars(error)
 
 
+def judge_precisely(raw: bytes) -> Line:
+    """The precise judge alone, with a memo of its own (what it remembers is only a path)."""
+    return decode_precisely(raw, DecoderMemo())
+
+
 def assert_fast_path_agrees(raw: bytes) -> None:
-    assert judged(decode_line, raw) == judged(_decode._decode_precisely, raw), raw[:300]
+    assert judged(decode_line, raw) == judged(judge_precisely, raw), raw[:300]
 
 
 @given(lines_near_valid())
 def test_the_fast_path_reaches_the_precise_verdict(raw: bytes) -> None:
     """`decode_line` accepts a line it can prove valid in a few steps and leaves every other line
-    to `_decode_precisely`, which judges each rule in turn: on lines a step away from valid, of
+    to `decode_precisely`, which judges each rule in turn: on lines a step away from valid, of
     every type, the two reach the same line or the same refusal (type, detail, fields)."""
     assert_fast_path_agrees(raw)
 
@@ -374,11 +384,11 @@ def test_the_emitters_lines_take_the_fast_path(kind: str, monkeypatch: pytest.Mo
     """Every valid line as the emitter writes it is accepted without the precise judge (which is
     several times slower), with unknown fields beside the known ones too."""
 
-    def not_called(raw: bytes) -> Line:
+    def not_called(raw: bytes, *args: object, **kwargs: object) -> Line:
         raise AssertionError(raw)
 
     seq = 1 if kind == "hello" else 2
-    monkeypatch.setattr(_decode, "_decode_precisely", not_called)
+    monkeypatch.setattr(_decode, "decode_precisely", not_called)
     for data in (VALID_DATA[kind], {**VALID_DATA[kind], "since_1_9": {"x": [None, 1.5]}}):
         raw = orjson.dumps({"seq": seq, "type": kind, "time": T, "data": data}) + b"\n"
         assert decode_line(raw) == Line(seq, kind, T, data)
@@ -388,15 +398,15 @@ def test_the_emitters_lines_take_the_fast_path(kind: str, monkeypatch: pytest.Mo
 
 
 @pytest.fixture
-def fresh_skeletons(monkeypatch: pytest.MonkeyPatch) -> dict[bytes, int]:
-    """An empty map of skeletons for one test (the module's own is a process-wide cache)."""
-    skeletons: dict[bytes, int] = {}
-    monkeypatch.setattr(_decode, "_SKELETONS", skeletons)
-    return skeletons
+def fresh_skeletons() -> Iterator[dict[bytes, int]]:
+    """The decoder's memo emptied for one test, and emptied again after it; its map of skeletons."""
+    MEMO.forget()
+    yield MEMO.skeletons
+    MEMO.forget()
 
 
 def skeleton(raw: bytes) -> bytes:
-    return raw.translate(_decode._DIGITS_AS_ZERO)
+    return raw.translate(_memo.DIGITS_AS_ZERO)
 
 
 digit_strings = st.text("0123456789", min_size=1, max_size=3)
@@ -444,8 +454,8 @@ def test_a_remembered_skeleton_reaches_the_precise_verdict(lines: tuple[bytes, b
     changed) takes the short path: it reaches the same line or the same refusal as the precise
     judge. The map is emptied first, so the line decoded first is the one remembered."""
     raw, changed = lines
-    _decode._SKELETONS.clear()
-    assert decode_line(raw) == _decode._decode_precisely(raw)
+    MEMO.forget()
+    assert decode_line(raw) == judge_precisely(raw)
     assert_fast_path_agrees(changed)
 
 
@@ -457,8 +467,8 @@ def test_a_remembered_skeleton_reaches_the_precise_verdict_thoroughly(
 ) -> None:
     """The same check at a fuzzing budget (run with --run-slow)."""
     raw, changed = lines
-    _decode._SKELETONS.clear()
-    assert decode_line(raw) == _decode._decode_precisely(raw)
+    MEMO.forget()
+    assert decode_line(raw) == judge_precisely(raw)
     assert_fast_path_agrees(changed)
 
 
@@ -481,7 +491,7 @@ def test_a_remembered_skeleton_spares_the_re_encoding(
         raise AssertionError(args)
 
     monkeypatch.setattr(_decode, "_dumps", not_called)
-    monkeypatch.setattr(_decode, "_decode_precisely", not_called)
+    monkeypatch.setattr(_decode, "decode_precisely", not_called)
     later = "2026-11-30T02:09:41.007Z"
     for raw, expected in [
         (progress(5, draft=(9, 10), edit=(3, 10)), {"draft": (9, 10), "edit": (3, 10)}),
@@ -588,21 +598,21 @@ def test_which_skeletons_are_remembered(
     fresh_skeletons: dict[bytes, int], raw: bytes, remembered: bool
 ) -> None:
     """Only a closed progress, unit_done or spend line that can stand for every line of its
-    skeleton is remembered: no escape, no number of 19 digits, at most `_SKELETON_BYTES_MAX`
+    skeleton is remembered: no escape, no number of 19 digits, at most 1024
     bytes (phase names that read the same with their digits as 0 are counted on every hit)."""
     decode_line(raw)
     assert (skeleton(raw) in fresh_skeletons) is remembered
 
 
 def test_the_map_of_skeletons_stays_bounded(fresh_skeletons: dict[bytes, int]) -> None:
-    """Past `_SKELETONS_MAX` skeletons the map starts again empty, so it never holds more."""
+    """Past `SKELETONS_MAX` skeletons the map starts again empty, so it never holds more."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     sizes = []
-    for number in range(_decode._SKELETONS_MAX + 100):
+    for number in range(_memo.SKELETONS_MAX + 100):
         unit = "".join(letters[number // 26**at % 26] for at in range(3))
         decode_line(unit_done(3, unit, 0))
         sizes.append(len(fresh_skeletons))
-    assert max(sizes) == _decode._SKELETONS_MAX
+    assert max(sizes) == _memo.SKELETONS_MAX
     assert sizes[-1] == 100
 
 

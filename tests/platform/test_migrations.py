@@ -4,12 +4,15 @@ upgrades with its data intact."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from platform_ingest import Database, migrate, schema_version
+from platform_ingest.decisions.states import RUN_STATES, STOP_KINDS
+from platform_ingest.decisions.views import ATTEMPT_STATES
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.show import show_state
 from platform_ingest.store import migrations
@@ -130,3 +133,25 @@ def test_a_populated_step_2_database_upgrades_and_its_old_attempts_compact(
         assert (attempt["state"], attempt["error"]) == ("exited", None)
     finally:
         db.close()
+
+
+def _allowed(sql: psycopg.Connection[tuple[object, ...]], table: str, column: str) -> set[str]:
+    """The values a CHECK constraint of the migrated schema allows in `table.column`."""
+    rows = sql.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conrelid = %s::regclass AND contype = 'c'",
+        (table,),
+    ).fetchall()
+    (definition,) = [str(row[0]) for row in rows if f"({column} = ANY" in str(row[0])]
+    return set(re.findall(r"'([^']*)'::text", definition))
+
+
+def test_the_states_the_code_knows_are_the_states_the_schema_allows(
+    sql: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """The typed states of the decisions (`decisions/views.py`, `decisions/states.py`) and the
+    CHECK constraints of the migrated schema name the same values: a state added on one side
+    only fails here, not on the first row that carries it."""
+    assert _allowed(sql, "attempts", "state") == set(ATTEMPT_STATES)
+    assert _allowed(sql, "runs", "state") == set(RUN_STATES)
+    assert _allowed(sql, "runs", "stop") == set(STOP_KINDS)

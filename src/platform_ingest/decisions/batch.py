@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..journal.decode import Line
+from ..journal.line import Line
 from ..journal.reader import Hint
 from .runs import RunChanges, RunView
 from .views import AttemptView
@@ -59,3 +59,31 @@ class Batch:
             entry = (run, RunChanges())
             self.run_changes[id(run)] = entry
         return entry[1]
+
+
+class BatchHashes:
+    """(attempt, seq) -> the sha256 of the line applied there, for one batch.
+
+    The batch's own lists (`hash_attempts`, `hash_seqs`, `hash_values`, in the order the lines
+    were applied) are the record; they are indexed only when a duplicate needs a look-up, and
+    then only the entries added since the last one. A pass that meets no duplicate (the usual
+    one) pays nothing per line for it. The lists are only appended to, and no (attempt, seq) is
+    applied twice in one batch (each applied seq is the attempt's next).
+    """
+
+    __slots__ = ("_batch", "_index", "_indexed")
+
+    def __init__(self, batch: Batch) -> None:
+        self._batch = batch
+        self._index: dict[tuple[int, int], bytes] = {}
+        self._indexed = 0
+
+    def get(self, attempt: AttemptView, seq: int) -> bytes | None:
+        batch = self._batch
+        seqs = batch.hash_seqs
+        if self._indexed < len(seqs):
+            index, attempts, values = self._index, batch.hash_attempts, batch.hash_values
+            for position in range(self._indexed, len(seqs)):
+                index[(id(attempts[position]), seqs[position])] = values[position]
+            self._indexed = len(seqs)
+        return self._index.get((id(attempt), seq))

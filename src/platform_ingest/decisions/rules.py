@@ -29,15 +29,10 @@ Every decision changes the views (attempts, runs) and adds to the current `Batch
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from hashlib import sha256
-from typing import Any, Protocol
 
 from ..errors import (
     BookMismatch,
-    CompactedConflict,
     ForeignStreamAhead,
     HelloNotFirst,
     LineAfterFinished,
@@ -51,128 +46,30 @@ from ..errors import (
     UnsupportedVersion,
     WrongKeys,
 )
-from ..journal.decode import Line, decode_line, decode_stream_line, reads_major
+from ..journal.decode import decode_line, decode_stream_line
+from ..journal.line import Line
+from ..journal.line_rules import reads_major
 from ..journal.reader import Hint
-from .batch import Batch
+from .batch import Batch, BatchHashes
+from .book_state import BookState, History, stream_position
+from .replay import Replays
 from .runs import RunView, StateEffect
 from .views import (
     FOLLOWED_STATES,
     LIVE_STATES,
     STOPPED_STATES,
     AttemptView,
-    BookView,
     Mode,
     PassProblem,
     ProblemRecord,
     state_for_problem,
 )
 
-
-class BatchHashes:
-    """(attempt, seq) -> the sha256 of the line applied there, for one batch.
-
-    The batch's own lists (`hash_attempts`, `hash_seqs`, `hash_values`, in the order the lines
-    were applied) are the record; they are indexed only when a duplicate needs a look-up, and
-    then only the entries added since the last one. A pass that meets no duplicate (the usual
-    one) pays nothing per line for it. The lists are only appended to, and no (attempt, seq) is
-    applied twice in one batch (each applied seq is the attempt's next).
-    """
-
-    __slots__ = ("_batch", "_index", "_indexed")
-
-    def __init__(self, batch: Batch) -> None:
-        self._batch = batch
-        self._index: dict[tuple[int, int], bytes] = {}
-        self._indexed = 0
-
-    def get(self, attempt: AttemptView, seq: int) -> bytes | None:
-        batch = self._batch
-        seqs = batch.hash_seqs
-        if self._indexed < len(seqs):
-            index, attempts, values = self._index, batch.hash_attempts, batch.hash_values
-            for position in range(self._indexed, len(seqs)):
-                index[(id(attempts[position]), seqs[position])] = values[position]
-            self._indexed = len(seqs)
-        return self._index.get((id(attempt), seq))
-
-
-REPLAY_WINDOW_SEQS = 4096
-"""How many of the latest seqs of a compacted range read again keep their hash for the pass: a
-repeat of one of them is compared exactly; a repeat further back counts as an unverified
-duplicate (never a conflict: its own hash is gone)."""
 UNKNOWN_SEEN = 2**63
 """`StreamRules.seen_here` when what lies before the reading's start is not known: above every
 seq, so it neither grows nor finds a hole."""
 STREAM_STARTS_MAX = 1024
 """How many foreign stream starts a book keeps; past this, naming a stream reads from byte 0."""
-
-
-def stream_position(hello_offset: int) -> int:
-    """A stream's place in its book: 1 + the byte offset of its hello (0 means "not seen yet").
-
-    The file's order, not the order passes first saw the streams in: in named mode a stream named
-    late is first seen late, yet an earlier stream of the file never supersedes a later one."""
-    return hello_offset + 1
-
-
-class History(Protocol):
-    """What the platform holds from before the rules' current batch, looked up only when a line
-    needs it (the pass answers from the batches it sealed and from Postgres; a test, from memory)."""
-
-    def applied_sha256(self, attempt: AttemptView, seq: int) -> bytes | None:
-        """The sha256 of the line applied at `seq` of `attempt`; None when none is recorded."""
-        ...
-
-    def was_pruned(self, engine_run_id: str) -> bool:
-        """True when the book's stream of this id was pruned with its run (`prune`)."""
-        ...
-
-
-@dataclass(eq=False)
-class _Replay:
-    """A compacted range being read again from its seq 1: the digest its lines build in order."""
-
-    attempt: AttemptView
-    start: Hint
-    """Just before the line that began it: while it is unfinished, the book's scan hint stays
-    here, so a pass that ends inside the range reads it again whole."""
-    start_section: str | None
-    next_seq: int = 1
-    digest: Any = field(default_factory=hashlib.sha256)
-    recent: dict[int, bytes] = field(default_factory=dict)
-    """seq -> sha256 of the latest `REPLAY_WINDOW_SEQS` seqs read"""
-    judgeable: bool = True
-    """False once the range was judged, or can no longer be read whole in this pass (a seq
-    missing, another section began): a later repeat is compared with `recent` when it is there,
-    else an unverified duplicate."""
-
-
-@dataclass(eq=False)
-class BookState:
-    """What the rules decide over: one book, its runs and their attempts, as a pass loaded them."""
-
-    book: BookView
-    runs: list[RunView]
-    attempts: dict[str, AttemptView]
-    """engine_run_id -> attempt"""
-
-    @classmethod
-    def of(
-        cls, book: BookView, runs: Iterable[RunView], attempts: Iterable[AttemptView]
-    ) -> BookState:
-        """The state of a freshly loaded book: each run's latest stream (by its place in the
-        book) is the one that drives the run."""
-        state = cls(book, list(runs), {a.engine_run_id: a for a in attempts})
-        latest: dict[int, AttemptView] = {}
-        for attempt in state.attempts.values():
-            if attempt.stream_index is None:
-                continue
-            key = id(attempt.run)
-            if key not in latest or (latest[key].stream_index or 0) < attempt.stream_index:
-                latest[key] = attempt
-        for attempt in latest.values():
-            attempt.drives_run = True
-        return state
 
 
 class StreamRules:
@@ -220,12 +117,9 @@ class StreamRules:
         self.batch_hashes = BatchHashes(self.batch)
         self.problems: list[PassProblem] = []
         self.duplicates = 0
-        self.unverified = 0
-        """Duplicates of a compacted range that could not be compared (see `_Replay`)."""
         self.lines_read = 0
-        self._replays: dict[int, _Replay] = {}
-        self._open_replay: _Replay | None = None
-        """The unfinished replay of the section being read, if any."""
+        self.replays = Replays()
+        """The compacted ranges this pass reads again, and the one being read, if any."""
         self._starts_seen: set[str] = set()
         self._previous_section: str | None = None
         self.stopped = False
@@ -288,8 +182,7 @@ class StreamRules:
                 except LineRefused as judged:
                     problem = judged
             if problem is not None:
-                problem.offset = offset
-                return self._take_refused(offset, problem, digest, size)
+                return self._take_refused(offset, problem.at(offset), digest, size)
         self.lines_read += 1
         followed = self.section_attempt
         if followed is None or line.type == "hello" or followed.state not in FOLLOWED_STATES:
@@ -302,14 +195,7 @@ class StreamRules:
             self._stream_line(followed, line, digest, offset, size)
         if line.seq > self.seen_here:  # noqa: PLR1730 (a compare, not a call: every line's path)
             self.seen_here = line.seq
-        # `_decided`, written out: this is the path of nearly every line.
-        if self.stopped:
-            return False
-        self._decided_end, self._decided_size, self._decided_sha256 = offset + size, size, digest
-        batch = self.batch
-        batch.lines += 1
-        batch.last_line = (self.section, line.seq, offset)
-        return True
+        return self._decided(offset, size, digest, line.seq)
 
     def _take_unread(self, offset: int, raw: bytes | LineTooLong) -> bool:
         """An over-long line the reader skipped (its bytes never gathered)."""
@@ -354,7 +240,7 @@ class StreamRules:
     def scan_hint(self) -> tuple[Hint | None, str | None]:
         """Where the book's scan hint may move, and the section it lies in: just past the last
         line decided, or where the compacted range being read began (it must be read whole)."""
-        replay = self._open_replay
+        replay = self.replays.open
         if replay is not None:
             return replay.start, replay.start_section
         return self.decided_hint(), self.section
@@ -522,7 +408,7 @@ class StreamRules:
         if engine_run_id == self.section:
             self.section_attempt = attempt
             return
-        self._leave_replay()
+        self.replays.leave()
         if self.section is not None:
             self.seen[self.section] = self.seen_here
         self._previous_section = self.section
@@ -619,8 +505,9 @@ class StreamRules:
         self, attempt: AttemptView, line: Line, digest: bytes, offset: int, size: int
     ) -> None:
         """The line is the attempt's next seq: its effect joins the batch with the cursor."""
-        if self._open_replay is not None and self._open_replay.attempt is attempt:
-            self._leave_replay()  # a new seq came before the compacted range was read whole
+        replays = self.replays
+        if replays.open is not None and replays.open.attempt is attempt:
+            replays.leave()  # a new seq came before the compacted range was read whole
         if attempt.state == "finished":
             self._problem(
                 attempt,
@@ -703,8 +590,9 @@ class StreamRules:
         if seq <= attempt.compacted_seq:
             self._replayed(attempt, seq, digest, offset)
             return
-        if self._open_replay is not None and self._open_replay.attempt is attempt:
-            self._leave_replay()  # a seq past the range came before the range was read whole
+        replays = self.replays
+        if replays.open is not None and replays.open.attempt is attempt:
+            replays.leave()  # a seq past the range came before the range was read whole
         if seq == attempt.last_seq and digest == attempt.last_line_sha256:
             applied: bytes | None = digest
             if attempt.hint_offset != offset + size or attempt.hint_file != self.identity:
@@ -735,84 +623,31 @@ class StreamRules:
         return self.history.applied_sha256(attempt, seq)
 
     def _replayed(self, attempt: AttemptView, seq: int, digest: bytes, offset: int) -> None:
-        """A line of the attempt's compacted range (seqs 1..compacted_seq), read again.
-
-        Read in seq order from seq 1, the range's lines build its digest: when the last one is
-        read, a digest that differs quarantines the stream (`CompactedConflict`). A repeat of a
-        seq read in the last `REPLAY_WINDOW_SEQS` is compared with that copy. What cannot be
-        compared (a repeat further back, a range met from its middle or left before its end) is
-        an unverified duplicate, never a conflict.
-        """
-        replay = self._replays.get(id(attempt))
-        if replay is None:
-            start = self.decided_hint() or Hint.NONE
-            replay = _Replay(attempt, start, self._previous_section, judgeable=seq == 1)
-            self._replays[id(attempt)] = replay
-        self.duplicates += 1
-        if replay.judgeable and seq == replay.next_seq:
-            replay.digest.update(digest)
-            replay.recent[seq] = digest
-            replay.recent.pop(seq - REPLAY_WINDOW_SEQS, None)
-            replay.next_seq += 1
-            self._open_replay = replay
-            if seq == attempt.compacted_seq:
-                self._judge(attempt, replay, offset)
-            return
-        seen = replay.recent.get(seq) if seq < replay.next_seq else None
-        if seen is None:
-            if seq > replay.next_seq and self._open_replay is replay:
-                self._leave_replay()  # a seq of the range is missing here: it cannot be judged
-            replay.judgeable = False
-            self.unverified += 1
-        elif seen != digest:
-            self.duplicates -= 1
-            self._problem(
-                attempt,
-                PayloadConflict(
-                    seq=seq, offset=offset, applied_sha256=seen.hex(), line_sha256=digest.hex()
-                ),
-            )
-
-    def _leave_replay(self) -> None:
-        """The open replay cannot be read whole in this pass any more: it stays unjudged, and
-        the lines of it read so far were compared with nothing: unverified duplicates."""
-        if self._open_replay is not None:
-            self._open_replay.judgeable = False
-            self.unverified += self._open_replay.next_seq - 1
-            self._open_replay = None
+        """A line of the attempt's compacted range (seqs 1..compacted_seq), read again: judged
+        by the digest the range's lines build (`replay.Replays.read`)."""
+        problem = self.replays.read(
+            attempt,
+            seq,
+            digest,
+            offset,
+            start=self.decided_hint() or Hint.NONE,
+            start_section=self._previous_section,
+        )
+        if problem is None:
+            self.duplicates += 1
+        else:
+            self._problem(attempt, problem)
 
     @property
     def unverified_duplicates(self) -> int:
-        """Duplicates compared with nothing: `unverified`, and the lines of a compacted range
-        still being read when the pass ends (the next pass reads that range whole again)."""
-        replay = self._open_replay
-        return self.unverified + (0 if replay is None else replay.next_seq - 1)
-
-    def _judge(self, attempt: AttemptView, replay: _Replay, offset: int) -> None:
-        """The whole compacted range was read again: its digest must be the one kept."""
-        replay.judgeable = False
-        self._open_replay = None
-        read = replay.digest.digest()
-        if read != attempt.compacted_sha256:
-            self.duplicates -= 1
-            kept = attempt.compacted_sha256
-            self._problem(
-                attempt,
-                CompactedConflict(
-                    last_seq=attempt.compacted_seq,
-                    offset=offset,
-                    applied_sha256=kept.hex() if kept is not None else "(none)",
-                    read_sha256=read.hex(),
-                ),
-            )
+        """Duplicates compared with nothing (`replay.Replays.unverified_duplicates`)."""
+        return self.replays.unverified_duplicates
 
     # --- problems ---------------------------------------------------------------------------
 
     def _problem(self, attempt: AttemptView, problem: StreamProblem) -> None:
         """Record a stream problem on its attempt: it stops (or parks), with its evidence."""
-        replay = self._replays.get(id(attempt))
-        if replay is not None and replay is self._open_replay:
-            self._open_replay = None  # the stream stops: nothing of it is read any more
+        self.replays.stopped(attempt)
         attempt.state = state_for_problem(problem.kind)
         attempt.error = ProblemRecord.of(problem)
         self.batch.touch(attempt)

@@ -23,7 +23,9 @@ from .exit_codes import read_exit_code
 from .states import (
     ENDED_RUN_STATES,
     PauseReason,
+    RunOutcome,
     RunState,
+    StopKind,
 )
 
 FailReason = Literal["abandoned", "no_finished"]
@@ -71,7 +73,7 @@ class StateEffect:
     kind: StateEffectKind
     shortfall_micro_usd: int | None = None
     exit_code: int | None = None
-    stop: str | None = None
+    stop: StopKind | None = None
     refusal: str | None = None
 
 
@@ -83,9 +85,9 @@ class RunView:
     run_id: int | None = None
     state: RunState = "running"
     reason: RunReason | None = None
-    stop: str | None = None
+    stop: StopKind | None = None
     refusal: str | None = None
-    outcome: str | None = None
+    outcome: RunOutcome | None = None
     exit_code: int | None = None
     committed_micro_usd: int = 0
     shortfall_micro_usd: int | None = None

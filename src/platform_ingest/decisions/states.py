@@ -14,3 +14,6 @@ PauseReason = Literal["ceiling", "bank_stop", "stop", "unsupported_version"]
 PAUSE_REASONS: tuple[PauseReason, ...] = get_args(PauseReason)
 RunOutcome = Literal["completed", "completed_with_flags"]
 """How a `completed` run completed."""
+StopKind = Literal["soft", "hard"]
+"""How a run was told to stop (`finished.stop`, a `stop` the launcher reported)."""
+STOP_KINDS: tuple[StopKind, ...] = get_args(StopKind)

@@ -248,7 +248,7 @@ class BookView:
     path: str
     scan: Hint
     scan_stream: str | None
-    scan_mode: str | None
+    scan_mode: Mode | None
     scan_epoch: int
     error: ProblemRecord | None
     problem_kinds: tuple[BookProblemKind, ...] = ()

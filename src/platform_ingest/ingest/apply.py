@@ -47,7 +47,7 @@ from ..decisions.batch import Batch
 from ..decisions.runs import RunChanges, RunView
 from ..decisions.views import AttemptView, BookView
 from ..errors import CursorMoved, DataRefused
-from ..journal.decode import Line
+from ..journal.line import Line
 from ..journal.reader import Hint
 from ..projections import Projection
 from ..store import statements
@@ -281,8 +281,8 @@ class Writer:
                 in_flight.result()
             except DataRefused as error:
                 sealed = self._in_flight_sealed
-                if sealed is not None and sealed.lines == 1:
-                    error.evidence = sealed.last_line
+                if sealed is not None and sealed.lines == 1 and sealed.last_line is not None:
+                    raise error.of_line(sealed.last_line) from error.__cause__
                 raise
             self.lines_committed += self._in_flight_lines
 

@@ -32,7 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..decisions.rules import BatchHashes, BookState, StreamRules
+from ..decisions.batch import BatchHashes
+from ..decisions.book_state import BookState
+from ..decisions.rules import StreamRules
 from ..decisions.runs import RunView
 from ..decisions.views import (
     BOOK_PATH_CONFLICT,

@@ -29,7 +29,7 @@ from ..errors import (
     NotUtf8Path,
     PathOutsideRoots,
 )
-from ..journal.decode import IDENTIFIER_BYTES_MAX
+from ..journal.line_rules import IDENTIFIER_BYTES_MAX
 from ..store import statements
 from ..store.db import Database, Row
 

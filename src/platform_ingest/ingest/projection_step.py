@@ -37,7 +37,7 @@ from ..errors import (
     ProjectionInvalid,
     ProjectionStatementRefused,
 )
-from ..journal.decode import Line
+from ..journal.line import Line
 from ..projections import Event, Projection, ProjectionSession
 from ..store import statements
 from ..store.db import Database, classify
@@ -182,13 +182,13 @@ def _check_platform_untouched(
         if touched:
             why = f"it wrote to the platform's table {touched[0]!r}"
     if why is not None:
-        error = ProjectionStatementRefused(projection.name, why)
-        error.attempt_id, error.engine_run_id, error.seq = (
-            last.attempt_id,
-            last.engine_run_id,
-            last.seq,
+        raise ProjectionStatementRefused(
+            projection.name,
+            why,
+            attempt_id=last.attempt_id,
+            engine_run_id=last.engine_run_id,
+            seq=last.seq,
         )
-        raise error
 
 
 def _apply_one(
@@ -214,8 +214,9 @@ def _apply_one(
             seq=seq,
         ) from error
     except ProjectionFailed as error:
-        error.attempt_id, error.engine_run_id, error.seq = attempt_id, engine_run_id, seq
-        raise
+        raise error.of_events(
+            attempt_id=attempt_id, engine_run_id=engine_run_id, seq=seq
+        ) from error.__cause__
     except Exception as error:  # whatever a projection raises stops only its book
         raise ProjectionFailed(
             projection.name,

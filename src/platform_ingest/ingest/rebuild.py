@@ -50,7 +50,8 @@ from ..errors import (
     LineTooLong,
     ProjectionInvalid,
 )
-from ..journal.decode import Line, decode_stream_line
+from ..journal.decode import decode_stream_line
+from ..journal.line import Line
 from ..journal.reader import Journal, open_journal
 from ..projections import Event, Projection, ProjectionSession, check_projections
 from ..store import statements

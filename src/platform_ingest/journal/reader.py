@@ -40,7 +40,7 @@ from ..errors import (
     JournalUnreadable,
     LineTooLong,
 )
-from .decode import LINE_BYTES_MAX
+from .line_rules import LINE_BYTES_MAX
 
 READ_CHUNK_BYTES = 256 * 1024
 """How much one read() asks for."""

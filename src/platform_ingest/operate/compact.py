@@ -5,7 +5,7 @@ has moved (no line applied, no state or hint changed: `changed_at`) for the quie
 never compacted, and no attempt of its book is parked. Its `line_hashes` rows (one per seq, about
 116 bytes each with their index) become `compacted_sha256`, the sha256 of their hashes in seq order, with
 `compacted_seq`: O(1) bytes, whatever the attempt's length. A pass that reads the range again
-judges it by that digest (`rules._replayed`; the guarantee is in docs/platform/cursor.md).
+judges it by that digest (`decisions/replay.py`; the guarantee is in docs/platform/cursor.md).
 
 Each attempt is compacted in bounded steps, safe with any number of workers:
 

@@ -31,6 +31,7 @@ from .._defaults import RUNS_PER_CALL_MAX
 from ..decisions.runs import RunView
 from ..decisions.spent import spent_of_book
 from ..decisions.states import ENDED_RUN_STATES
+from ..decisions.views import AWAITING_STATES
 from ..ingest.books import book_lock_key, book_ref
 from ..store import statements
 from ..store.db import Database
@@ -41,7 +42,6 @@ logger = logging.getLogger("platform_ingest")
 
 UNITS_PER_DELETE = 10_000
 """How many of a pruned run's units one transaction deletes."""
-LIVE_ATTEMPT_STATES = frozenset({"pending", "active", "parked"})
 
 
 @dataclass
@@ -117,7 +117,7 @@ def _prune_run(
             return f"it is {run.state}"
         attempts = db.fetch_all(statements.ATTEMPTS_OF_RUN_LOCK, (older_than_s, run_id))
         for attempt in attempts:
-            if attempt["state"] in LIVE_ATTEMPT_STATES or not attempt["quiet"]:
+            if attempt["state"] in AWAITING_STATES or not attempt["quiet"]:
                 return f"stream {attempt['engine_run_id']} is {attempt['state']} or moved lately"
         streams = [
             {

@@ -29,7 +29,7 @@ from ..decisions.runs import RunView, StateEffect
 from ..decisions.states import RunState
 from ..errors import EngineLive, NotFound, StatusUnreadable, StreamDisowned, StreamNotSeen
 from ..ingest.books import book_ref, register_book
-from ..journal.decode import BIGINT_MAX
+from ..journal.line_rules import BIGINT_MAX
 from ..store import statements
 from ..store.db import Database
 from .remedies import default_operator, record_action

@@ -121,9 +121,8 @@ def _translated() -> Iterator[None]:
     except psycopg.Error as error:
         kind = classify(error)
         state = error.sqlstate or "client"
-        translated = kind(f"{_MESSAGES[kind]} (SQLSTATE {state}): {_first_line(error)}")
-        translated.sqlstate = error.sqlstate
-        raise translated from error
+        message = f"{_MESSAGES[kind]} (SQLSTATE {state}): {_first_line(error)}"
+        raise kind(message, sqlstate=error.sqlstate) from error
     except UnicodeEncodeError as error:
         # psycopg encodes text parameters itself; a string it cannot encode never reached Postgres.
         raise DataRefused(f"{_MESSAGES[DataRefused]} (not encodable: {error.reason})") from error
