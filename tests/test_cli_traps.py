@@ -445,7 +445,7 @@ def _record(**fields: object) -> logging.LogRecord:
     record = logging.LogRecord(
         "platform_ingest", logging.WARNING, __file__, 1, "pass over %s: %s", ("b-1", "x y"), None
     )
-    record.created = 1_796_004_537.213_9  # 2026-11-30T02:08:57.213Z (milliseconds cut, as § 2)
+    record.created = 1_796_004_537.213_9  # 2026-11-30T02:08:57.213Z (milliseconds cut, as docs/reference/stream-format.md says)
     if fields:
         record.fields = fields
     return record

@@ -56,7 +56,7 @@ def show_json(capsys: pytest.CaptureFixture[str], dsn: str, *books: Path) -> dic
 def test_show_json_has_exactly_the_contract_shape(
     fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`show --json` has exactly the keys of § 8 (plus the book's own `error`)."""
+    """`show --json` has exactly the keys docs/platform/cli.md documents."""
     book = make_book("book-1")
     write(
         book,
@@ -68,7 +68,16 @@ def test_show_json_has_exactly_the_contract_shape(
     assert cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))[0] == 0
     state = show_json(capsys, fresh_dsn, book)
     (shown,) = state["books"]
-    assert set(shown) == {"book_id", "path", "runs", "error", "problems", "actions", "lag"}
+    assert set(shown) == {
+        "book_id",
+        "path",
+        "runs",
+        "error",
+        "problems",
+        "actions",
+        "lag",
+        "waiting_to_be_named",
+    }
     assert (shown["book_id"], shown["path"], shown["error"]) == (
         "book-1",
         str(book.resolve()),

@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 
 import platform_ingest
 from platform_ingest import Database, migrate, sweep_book
+from platform_ingest.ingest.projection_step import projections_behind
 from platform_ingest.ingest.rebuild import rebuild
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.follow import follow
@@ -176,6 +177,8 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "run_units_count": (42,),
     "prune_cleanup_done": (42,),
     "attempts_lag_of_books": (["book-00042", "book-00043"],),
+    "unnamed_starts_of_books": (["book-00042", "book-00043"],),
+    "projection_lag_of_books": (["book-00042", "book-00043"], ["ledger", "usage"]),
     "projection_register": ("ledger", 1),
     "projections_lock": (["ledger", "usage"],),
     "projection_tracking_lock": (["ledger", "usage"], [42, 43]),
@@ -542,6 +545,7 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         show_state(db, [str(projected)])
         sweep_book(db, projected, mode="auto", projections=[FailingFor()])
         rebuild(db, _RecordingV2())  # a new version: reset, then caught up from the journals
+        projections_behind(db, ["book-projected"], [_RecordingV2.name])  # a survey's, a sweep's
         _follow_once(db, empty_dsn, projected)
         db.execute(_sql.APPLICATION_NAME_SET, ("platform-ingest worker w-1 0123456789",))
         live_workers(db)

@@ -39,6 +39,7 @@ from platform_journals import (
     scrape_metrics,
     spend,
     start_worker,
+    stop_worker,
     unit_done,
     wait_for,
     worker_metrics,
@@ -53,11 +54,6 @@ UNITS = 6
 STAGES = ("draft", "edit")
 UNIT_COST = 12_345_679  # eight digits: never mistaken for a pid, a port or a count in a log line
 WORKER_A, WORKER_B = "w-alpha", "w-beta"
-
-
-def stop_worker(worker: subprocess.Popen[bytes]) -> int:
-    worker.send_signal(signal.SIGTERM)
-    return worker.wait(timeout=60)
 
 
 def _scalar(dsn: str, query: str, params: tuple[Any, ...] = ()) -> Any:

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from .._plain import display_path, plain
 from ..errors import ConfigError, IngestError, NotFound
 from ..ingest.book_pass import BookPass, Mode
-from ..ingest.books import register_book
-from ..ingest.projection_step import install
+from ..ingest.books import book_ref, register_book, unnamed_streams
+from ..ingest.projection_step import install, projections_behind
 from ..projections import Projection, check_projections, load_projection
 from ..store.schema import migrate as migrate_schema
 from .database import open_database
 from .exit_status import Exit
 from .output import about, print_json_line
+
+logger = logging.getLogger("platform_ingest")
 
 
 def load_projections(args: argparse.Namespace) -> tuple[Projection, ...]:
@@ -39,6 +42,7 @@ def sweep(args: argparse.Namespace) -> int:
     projections = load_projections(args)
     mode: Mode = "auto" if args.auto else "named"
     failed = Exit.OK
+    swept: list[str] = []
     with open_database(args) as db:
         if projections:
             install(db, projections)
@@ -58,6 +62,17 @@ def sweep(args: argparse.Namespace) -> int:
                 )
                 failed = Exit.FAILED
                 continue
+            unnamed = [] if mode == "auto" else unnamed_streams(db, book.book_id)
+            for engine_run_id, offset in unnamed:
+                logger.warning(
+                    "book %s: stream %s is waiting to be named (its hello at byte %d); nothing of"
+                    " it is applied: run `platform-ingest name BOOK_DIR %s`, or sweep with --auto",
+                    book_ref(book.book_id),
+                    engine_run_id,
+                    offset,
+                    engine_run_id,
+                )
+            swept.append(book.book_id)
             if args.json:
                 print_json_line(
                     {
@@ -72,6 +87,7 @@ def sweep(args: argparse.Namespace) -> int:
                         "parked": report.parked,
                         "busy": report.busy,
                         "problems": [str(problem) for problem in report.problems],
+                        "waiting_to_be_named": [engine_run_id for engine_run_id, _ in unnamed],
                     }
                 )
             else:
@@ -80,5 +96,15 @@ def sweep(args: argparse.Namespace) -> int:
                     f"{plain(report.book_id)}: {report.lines_applied} lines applied, "
                     f"{report.duplicates} duplicates, {len(report.problems)} problems, "
                     f"read {report.bytes_read} bytes from byte {report.start_offset}{state}"
+                )
+        names = [projection.name for projection in projections]
+        for name, behind in projections_behind(db, swept, names).items():
+            if behind:
+                logger.warning(
+                    "projection %s is %d lines behind these books' cursors (a pass applies only"
+                    " new lines): run `platform-ingest rebuild --projection %s`",
+                    name,
+                    behind,
+                    name,
                 )
     return failed

@@ -270,3 +270,12 @@ def scan_back_to_stream(db: Database, book: BookView, engine_run_id: str) -> Non
         if moved:
             return
     db.execute(statements.BOOK_EPOCH_BUMP, (book.book_id,))
+
+
+def unnamed_streams(db: Database, book_id: str) -> list[tuple[str, int]]:
+    """(engine_run_id, byte offset of its hello) of each stream of a named-mode book that a pass
+    saw and nobody named, disowned or pruned: nothing of it is applied until it is named."""
+    return [
+        (row["engine_run_id"], row["hint_offset"])
+        for row in db.fetch_all(statements.UNNAMED_STARTS_OF_BOOKS, ([book_id],))
+    ]

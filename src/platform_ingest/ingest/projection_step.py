@@ -225,3 +225,23 @@ def _apply_one(
             engine_run_id=engine_run_id,
             seq=seq,
         ) from error
+
+
+def projections_behind(
+    db: Database, book_ids: Sequence[str], projections: Sequence[str]
+) -> dict[str, int]:
+    """Per projection, the applied lines of these books it has not applied (0 included): a
+    projection added after its books were applied stays that many behind, since a pass applies
+    only new lines, until `platform-ingest rebuild --projection NAME` replays them."""
+    behind = dict.fromkeys(projections, 0)
+    if not projections:
+        return behind
+    for first in range(0, len(book_ids), BEHIND_PAGE_BOOKS):
+        page = list(book_ids[first : first + BEHIND_PAGE_BOOKS])
+        for row in db.fetch_all(statements.PROJECTION_LAG_OF_BOOKS, (page, list(projections))):
+            behind[row["projection"]] += row["behind"]
+    return behind
+
+
+BEHIND_PAGE_BOOKS = 500
+"""`projections_behind` measures books in pages of this many (one query a page)."""

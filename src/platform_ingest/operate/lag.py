@@ -1,11 +1,15 @@
 """Lag: how far a book's journal runs ahead of what Postgres holds, measured against the real head.
 
-For each book: the bytes and the complete lines in `events.jsonl` past the place the next pass
-would start (the least of the book's scan hint and the hints of its active and parked attempts,
-as in `book_pass`), and the age of the last applied line (seconds since a line of the book was last
-applied, on the server's clock). An idle book has no bytes past its cursor and a growing age; a
-stuck one (a parked book, a worker that cannot reach Postgres, a worker that is gone) has bytes
-and lines past its cursor AND a growing age.
+For each book: the bytes and the complete lines in `events.jsonl` past the last line the platform
+decided on, whatever holds the rest, and the age of the last applied line (seconds since a line
+of the book was last applied, on the server's clock). The place lag counts from is the least of
+where the next pass would start (the book's scan hint and the hints of its active and parked
+attempts, as in `book_pass`) and where each hold begins (`Hold`): a stream quarantined, stalled
+or refused (past its last applied line: the next pass walks past those lines, an operator must
+look), parked (behind a foreign stream), or not named (named mode: a stream whose hello a pass
+saw, that nobody named or disowned, from its hello). An idle book has no lag and a growing age; a
+stuck one (held, a worker that cannot reach Postgres, a worker that is gone) has lag AND a growing
+age. `lines_unread` is the part of the lines a pass would read: the survey passes a book for it.
 
 A hint taken in another file (the journal was replaced) counts the whole file as lag: the next
 pass will read it from byte 0. Counting lines reads the bytes past the cursor in bounded chunks;
@@ -20,9 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from ..decisions.views import LIVE_STATES, awaits_lines
+import orjson
+
+from ..decisions.views import LIVE_STATES, AttemptState, awaits_lines
 from ..journal.reader import JOURNAL_NAME, file_identity
 from ..store import statements
 from ..store.db import Database, Row
@@ -34,6 +40,38 @@ COUNT_CHUNK_BYTES = 1024 * 1024
 
 LAG_PAGE_BOOKS = 500
 """Books are measured in pages of this many (one query per page)."""
+
+HoldKind = Literal["quarantined", "stalled", "refused", "parked", "unnamed"]
+HOLD_KINDS: tuple[HoldKind, ...] = ("quarantined", "stalled", "refused", "parked", "unnamed")
+_HOLDING_STATES: dict[AttemptState, HoldKind] = {
+    "quarantined": "quarantined",
+    "stalled": "stalled",
+    "refused": "refused",
+    "parked": "parked",
+}
+HELLO_READ_BYTES = 4096
+"""How much of an unnamed stream's hello is read for its time (a longer hello has none shown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A stream whose lines wait for a person: where they begin, and since when."""
+
+    kind: HoldKind
+    engine_run_id: str
+    offset: int
+    """The byte offset of its first line not decided on (0: the hint was taken in another file)."""
+    since: datetime | None
+    """When it began to hold: the attempt's last change of state; for a stream not named, the
+    time its hello carries (the engine's clock). None: not known."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "engine_run_id": self.engine_run_id,
+            "offset": self.offset,
+            "since": None if self.since is None else self.since.isoformat(),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +98,20 @@ class Lag:
     lines_awaited: bool = False
     """The journal is missing and an attempt of the book waits for its lines
     (`views.awaits_lines`): the book's problem is `journal_missing`."""
+    lines_unread: int = 0
+    """Of `lines`, those past the place the next pass would start: a pass reads them."""
+    holds: tuple[Hold, ...] = ()
+    """The book's holds, earliest first."""
+    attempts: tuple[tuple[AttemptState, str | None], ...] = ()
+    """(state, recorded problem kind) of each of the book's attempts, for the worker's gauges."""
+
+    @property
+    def held_by(self) -> Hold | None:
+        """The hold lag counts from: the earliest, when it begins at or before the place the next
+        pass would start; None when all of the lag is lines a pass will read."""
+        if self.holds and self.holds[0].offset <= self.cursor_offset:
+            return self.holds[0]
+        return None
 
     @property
     def journal(self) -> str:
@@ -79,6 +131,8 @@ class Lag:
             "last_applied_at": (
                 None if self.last_applied_at is None else self.last_applied_at.isoformat()
             ),
+            "lines_unread": self.lines_unread,
+            "held_by": None if self.held_by is None else self.held_by.as_json(),
         }
 
 
@@ -127,9 +181,60 @@ def _cursor(book: Row, attempts: Sequence[Row], identity: str | None) -> int:
     return min(offsets)
 
 
-def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None = None) -> Lag:
-    """The lag of one book from its row (`statements.BOOKS_*`) and its attempts' rows
-    (`statements.ATTEMPTS_LAG_OF_BOOKS`)."""
+def _holds(
+    path: Path, attempts: Sequence[Row], unnamed: Sequence[Row], identity: str | None
+) -> tuple[Hold, ...]:
+    """The book's holds (`Hold`), earliest first: its attempts in a holding state, and its
+    streams not named (`statements.UNNAMED_STARTS_OF_BOOKS`)."""
+
+    def offset(row: Row) -> int:
+        same_file = not row["hint_offset"] or row["hint_file"] == identity
+        return int(row["hint_offset"]) if same_file else 0
+
+    holds = [
+        Hold(_HOLDING_STATES[row["state"]], row["engine_run_id"], offset(row), row["changed_at"])
+        for row in attempts
+        if row["state"] in _HOLDING_STATES
+    ]
+    for row in unnamed:
+        at = offset(row)
+        holds.append(Hold("unnamed", row["engine_run_id"], at, _hello_time(path, at)))
+    return tuple(sorted(holds, key=lambda hold: (hold.offset, hold.engine_run_id)))
+
+
+def _hello_time(path: Path, offset: int) -> datetime | None:
+    """The `time` of the hello that begins at `offset`, or None when it cannot be read there."""
+    try:
+        fd = os.open(path, _COUNT_FLAGS)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.pread(fd, HELLO_READ_BYTES, offset)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    line, newline, _ = head.partition(b"\n")
+    try:
+        value = orjson.loads(line) if newline else None
+        time = value["time"] if isinstance(value, dict) and value.get("type") == "hello" else None
+        return datetime.fromisoformat(time) if isinstance(time, str) else None
+    except (orjson.JSONDecodeError, ValueError):
+        return None
+
+
+def book_lag(
+    book: Row,
+    attempts: Sequence[Row],
+    unnamed: Sequence[Row] = (),
+    *,
+    lines_bytes_max: int | None = None,
+) -> Lag:
+    """The lag of one book from its row (`statements.BOOKS_*`), its attempts' rows
+    (`statements.ATTEMPTS_LAG_OF_BOOKS`) and its streams not named
+    (`statements.UNNAMED_STARTS_OF_BOOKS`)."""
     path = Path(book["path"]) / JOURNAL_NAME
     refused = missing = False
     try:
@@ -143,8 +248,11 @@ def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None 
         size, identity = (found.st_size, file_identity(found)) if regular else (0, None)
         refused = not regular
     cursor = min(_cursor(book, attempts, identity), size)
-    lines, exact = count_lines(path, cursor, size, lines_bytes_max)
-    refused = refused or (not exact and lines == 0 and cursor < size)
+    holds = _holds(path, attempts, unnamed, identity) if size else ()
+    start = min([cursor, *(min(hold.offset, size) for hold in holds)])
+    unread, exact = count_lines(path, cursor, size, lines_bytes_max)
+    held, held_exact = count_lines(path, start, cursor, lines_bytes_max)
+    refused = refused or (not exact and unread == 0 and cursor < size)
     applied = [row["last_applied_at"] for row in attempts if row["last_applied_at"] is not None]
     last_applied_at = max(applied) if applied else None
     age_s = None
@@ -159,7 +267,19 @@ def book_lag(book: Row, attempts: Sequence[Row], *, lines_bytes_max: int | None 
         or not os.path.isdir(book["path"]),
     )
     return Lag(
-        size - cursor, lines, exact, last_applied_at, age_s, size, cursor, refused, missing, awaited
+        bytes=size - start,
+        lines=held + unread,
+        lines_exact=exact and held_exact,
+        last_applied_at=last_applied_at,
+        age_s=age_s,
+        file_size=size,
+        cursor_offset=start,
+        journal_refused=refused,
+        journal_missing=missing,
+        lines_awaited=awaited,
+        lines_unread=unread,
+        holds=holds,
+        attempts=tuple((row["state"], row["error_kind"]) for row in attempts),
     )
 
 
@@ -171,10 +291,16 @@ def lag_of_books(
     for first in range(0, len(books), LAG_PAGE_BOOKS):
         page = books[first : first + LAG_PAGE_BOOKS]
         attempts: dict[str, list[Row]] = {book["book_id"]: [] for book in page}
+        unnamed: dict[str, list[Row]] = {book["book_id"]: [] for book in page}
         for row in db.fetch_all(statements.ATTEMPTS_LAG_OF_BOOKS, (list(attempts),)):
             attempts[row["book_id"]].append(row)
+        named_mode = [book["book_id"] for book in page if book["scan_mode"] == "named"]
+        if named_mode:
+            for row in db.fetch_all(statements.UNNAMED_STARTS_OF_BOOKS, (named_mode,)):
+                unnamed[row["book_id"]].append(row)
         for book in page:
-            lags[book["book_id"]] = book_lag(
-                book, attempts[book["book_id"]], lines_bytes_max=lines_bytes_max
+            book_id = book["book_id"]
+            lags[book_id] = book_lag(
+                book, attempts[book_id], unnamed[book_id], lines_bytes_max=lines_bytes_max
             )
     return lags

@@ -10,15 +10,20 @@
       (an attempt whose last batch a projection refused shows
        {"kind": "projection_failed", "projection", "seq", "offset": null, "detail", "failures",
         "since"} while the book waits for its retry)
-      "lag": {"bytes", "lines", "lines_exact", "last_applied_at"}}]}
+      "lag": {"bytes", "lines", "lines_exact", "journal", "last_applied_at", "lines_unread",
+              "held_by": null | {"kind", "engine_run_id", "offset", "since"}},
+      "waiting_to_be_named": [{"engine_run_id", "offset", "since"}]}]}
 
 Runs oldest first, attempts in stream order (attempts named but not yet seen last). The book's
 `error` (an addition to the contract's keys) is a problem that belongs to no stream: a line before
 any hello in the journal. Its `problems` (an addition) are what stops the book as a whole: a
 journal that is not a regular file, a directory swapped after registration, a value Postgres
 refused, a second directory of the book's name. The book's `lag` (an addition too, `lag`) is
-measured against the real head of its journal: bytes and complete lines past the cursor, and the
-age of the last applied line.
+measured against the real head of its journal: bytes and complete lines past the last line the
+platform decided on, whatever holds them (`held_by`: a quarantine, a stall, a refusal, a park, a
+stream waiting to be named), and the age of the last applied line. A book's
+`waiting_to_be_named` (an addition) lists the streams of a named-mode book that nobody named:
+nothing of them is applied until `name` (or a sweep with `--auto`).
 
 A run's `committed_micro_usd` is the engine's ledger as last seen on that run, and the ledger is
 the book's, cumulative across runs; `spent_micro_usd` (an addition) is the run's own part of it,
@@ -178,6 +183,11 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
             "actions": actions[book["book_id"]],
             "runs": runs_by_book[book["book_id"]],
             "lag": lags[book["book_id"]].as_json(),
+            "waiting_to_be_named": [
+                {key: value for key, value in hold.as_json().items() if key != "kind"}
+                for hold in lags[book["book_id"]].holds
+                if hold.kind == "unnamed"
+            ],
         }
         for book in books
     ]
@@ -198,6 +208,16 @@ def _failure_json(row: Row) -> dict[str, Any]:
     }
 
 
+_HELD = {
+    "quarantined": "quarantined: look, then release or skip",
+    "stalled": "stalled at a gap: look, then release",
+    "refused": "refused: a stream major this platform does not read",
+    "parked": "parked behind a foreign stream: name or disown it",
+    "unnamed": "waiting to be named",
+}
+"""What each hold means to the person reading `show`, in a few words."""
+
+
 def _age(applied_at: str) -> str:
     seconds = (datetime.now(UTC) - datetime.fromisoformat(applied_at)).total_seconds()
     return f"{max(0.0, seconds):.0f} s ago ({applied_at})"
@@ -212,8 +232,20 @@ def render_text(state: dict[str, Any]) -> str:
         if lag is not None:
             applied = lag["last_applied_at"]
             age = "never applied" if applied is None else f"last applied {_age(applied)}"
+            held = lag.get("held_by")
+            why = (
+                ""
+                if held is None
+                else f", held by stream {plain(held['engine_run_id'])} ({_HELD[held['kind']]})"
+            )
             lines.append(
-                f"  lag: {lag['lines']} lines, {lag['bytes']} bytes past the cursor; {age}"
+                f"  lag: {lag['lines']} lines, {lag['bytes']} bytes past the cursor{why}; {age}"
+            )
+        for waiting in book.get("waiting_to_be_named", ()):
+            lines.append(
+                f"  stream {plain(waiting['engine_run_id'])}: waiting to be named (its hello at"
+                f" byte {waiting['offset']}); nothing of it is applied: run `platform-ingest name"
+                f" BOOK_DIR {plain(waiting['engine_run_id'])}`, or sweep with --auto"
             )
         if book["error"] is not None:
             error = book["error"]

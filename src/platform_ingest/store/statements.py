@@ -519,10 +519,33 @@ WORKERS_LIVE = _q(
 # line of the book was last applied (with the server's clock, so the age needs no other clock).
 ATTEMPTS_LAG_OF_BOOKS = _q(
     "attempts_lag_of_books",
-    """SELECT book_id, state, hint_offset, hint_file, last_applied_at,
-         statement_timestamp() AS now
+    """SELECT book_id, engine_run_id, state, error_kind, hint_offset, hint_file, last_applied_at,
+         changed_at, statement_timestamp() AS now
        FROM attempts WHERE book_id = ANY(%s) ORDER BY book_id, attempt_id""",
 )
+UNNAMED_STARTS_OF_BOOKS = _q(
+    "unnamed_starts_of_books",
+    """SELECT s.book_id, s.engine_run_id, s.hint_offset, s.hint_file FROM stream_starts s
+       WHERE s.book_id = ANY(%s)
+         AND NOT EXISTS (SELECT 1 FROM attempts a
+                          WHERE a.book_id = s.book_id AND a.engine_run_id = s.engine_run_id)
+         AND NOT EXISTS (SELECT 1 FROM pruned_streams p
+                          WHERE p.book_id = s.book_id AND p.engine_run_id = s.engine_run_id)
+       ORDER BY s.book_id, s.hint_offset""",
+)
+"""The streams of named-mode books whose hello a pass saw and that nobody named, disowned or
+pruned: their lines wait to be named (`lag`)."""
+PROJECTION_LAG_OF_BOOKS = _q(
+    "projection_lag_of_books",
+    """SELECT p.name AS projection,
+         coalesce(sum(a.last_seq - coalesce(t.last_seq, 0)), 0)::bigint AS behind
+       FROM attempts a CROSS JOIN projections p
+       LEFT JOIN projection_tracking t ON t.projection = p.name AND t.attempt_id = a.attempt_id
+       WHERE a.book_id = ANY(%s) AND p.name = ANY(%s)
+       GROUP BY p.name""",
+)
+"""Per projection, how many applied lines of these books it has not applied: a projection added
+after its books were applied is that many behind until `rebuild` (`survey`, `sweep`)."""
 
 
 STATEMENTS: tuple[Statement, ...] = tuple(LISTED)

@@ -205,6 +205,7 @@ class Worker:
             metrics=self.metrics,
             log=self.log,
             stopping=lambda: self._stopping,
+            projections=[projection.name for projection in self.projections],
         )
 
     # --- control ----------------------------------------------------------------------------

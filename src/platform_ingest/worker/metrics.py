@@ -21,6 +21,16 @@ an operator looking for WHICH book lags runs `platform-ingest show --json` (its 
     platform_ingest_database_errors_total{error}   unavailable or timeout
     platform_ingest_watcher_up                     1 while change notification works (0: survey passes only)
     platform_ingest_last_survey_timestamp_seconds  when the safety-net survey last completed
+
+What is true now of the owned books, rebuilt from Postgres by every survey (the first at start),
+each label present from then on, 0 included (a counter that starts empty at a restart would page
+nobody for a quarantine older than the process):
+
+    platform_ingest_attempts{state}                attempts by state: quarantined, stalled, parked, ...
+    platform_ingest_books_with_problem{kind}       books with a standing problem of this kind (malformed, gap, journal_missing, unnamed_stream, ...)
+    platform_ingest_lag_lines_held{hold}           lines that wait for a person, by what holds them: quarantined, stalled, refused, parked, unnamed
+    platform_ingest_oldest_hold_age_seconds{hold}  the oldest hold of each kind: how long it has held (0: none)
+    platform_ingest_projection_lines_behind{projection}  applied lines the projection has not applied (a rebuild is due)
 """
 
 from __future__ import annotations
@@ -125,6 +135,36 @@ class Metrics:
         self.last_survey = Gauge(
             prefix + "last_survey_timestamp_seconds",
             "When the safety-net survey last completed (Unix time)",
+            registry=registry,
+        )
+        self.attempts = Gauge(
+            prefix + "attempts",
+            "Attempts of the owned books, by state (as of the last survey)",
+            ["state"],
+            registry=registry,
+        )
+        self.books_with_problem = Gauge(
+            prefix + "books_with_problem",
+            "Owned books with a standing problem of this kind (as of the last survey)",
+            ["kind"],
+            registry=registry,
+        )
+        self.lag_lines_held = Gauge(
+            prefix + "lag_lines_held",
+            "Lines past the cursor that wait for a person, by what holds them",
+            ["hold"],
+            registry=registry,
+        )
+        self.oldest_hold_age = Gauge(
+            prefix + "oldest_hold_age_seconds",
+            "How long the oldest hold of each kind has held (0: none)",
+            ["hold"],
+            registry=registry,
+        )
+        self.projection_lines_behind = Gauge(
+            prefix + "projection_lines_behind",
+            "Applied lines of the owned books the projection has not applied",
+            ["projection"],
             registry=registry,
         )
 

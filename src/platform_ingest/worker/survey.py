@@ -12,7 +12,11 @@
   directories tried again, and the lag of each of the worker's books measured against the real
   head of its journal (`lag`). A book with complete lines past its cursor (a change notification
   that never came) or whose scan epoch moved (`name`, `release`) is due for a pass (`survey`).
-  The lag metrics come from here.
+  The lag metrics come from here, and the gauges of what is true now of the worker's books
+  (attempts by state, books by problem, lines held and the oldest hold of each kind, each
+  projection's lines behind): rebuilt from Postgres by every survey, the first at start, so that
+  a restarted worker shows a quarantine as soon as its first survey ends. A stream waiting to be
+  named is logged once (WARNING) the first time a survey finds it.
 
 The books found due go into the worker's `Schedule`; the passes are the loop's (`loop`).
 """
@@ -21,13 +25,19 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args
 
 from .._logs import FieldsLogger
+from ..decisions.views import ATTEMPT_STATES
+from ..errors import BookProblemKind, StreamProblemKind
 from ..ingest.books import book_ref, path_ref, register_books
-from ..operate.lag import lag_of_books
+from ..ingest.projection_step import projections_behind
+from ..operate.lag import HOLD_KINDS, Lag, lag_of_books
 from ..store import statements
 from ..store.db import Database, Row
 from .membership import group, live_workers, member_id, owner_of
@@ -38,6 +48,14 @@ LAG_LINES_BYTES_MAX = 16 * 1024 * 1024
 """The survey counts lines past a cursor in at most this many bytes per book (then a lower bound)."""
 BOOKS_BY_ID_PAGE = 500
 """The survey loads the worker's books in pages of this many ids."""
+STANDING_STATES = frozenset({"quarantined", "stalled", "refused", "parked"})
+"""The attempt states whose recorded problem stands (a person must look, or the book waits)."""
+PROBLEM_GAUGE_KINDS: tuple[str, ...] = (
+    *get_args(StreamProblemKind),
+    *get_args(BookProblemKind),
+    "unnamed_stream",
+)
+"""The kinds of `books_with_problem`, each shown (0 included) from the first survey on."""
 
 
 @dataclass(eq=False)
@@ -74,8 +92,11 @@ class Survey:
         metrics: Metrics,
         log: FieldsLogger,
         stopping: Callable[[], bool],
+        projections: Sequence[str] = (),
     ) -> None:
         self.db = db
+        self.projections = sorted(projections)
+        """The names of the projections this worker applies (their lines behind are measured)."""
         self.roots = list(roots)
         self.worker_id = worker_id
         self.member = member_id(worker_id)
@@ -102,6 +123,10 @@ class Survey:
         self._counted = False
         self._pages: list[list[str]] = []
         self._tally: _Tally | None = None
+        self._unnamed_told: set[tuple[str, str]] = set()
+        self._behind_told: set[str] = set()
+        """The projections whose lines behind were already logged."""
+        """(book id, engine_run_id) of the streams waiting to be named already logged."""
 
     # --- books under the roots ----------------------------------------------------------------
 
@@ -216,7 +241,7 @@ class Survey:
             lag = lags[row["book_id"]]
             book.epoch = row["scan_epoch"]
             if (
-                lag.lines > 0
+                lag.lines_unread > 0
                 or lag.journal_refused
                 or lag.lines_awaited
                 or row["problem_kinds"]
@@ -320,6 +345,13 @@ class Survey:
         ids = self._pages.pop(0)
         rows = self._rows(ids)
         lags = lag_of_books(self.db, rows, lines_bytes_max=LAG_LINES_BYTES_MAX)
+        owned_ids = [
+            row["book_id"]
+            for row in rows
+            if (book := self._by_id.get(row["book_id"])) is not None and book.owned
+        ]
+        if self.projections and owned_ids:
+            tally.projection_behind.update(projections_behind(self.db, owned_ids, self.projections))
         self.metrics.database_up.set(1)
         now = time.monotonic()
         for row in rows:
@@ -327,6 +359,8 @@ class Survey:
             if book is None or not book.owned:
                 continue  # gone, or another worker's since the survey began
             lag = lags[row["book_id"]]
+            tally.count_truths(row, lag)
+            self._tell_unnamed(book, lag)
             tally.books += 1
             tally.lag_bytes += lag.bytes
             tally.lag_lines += lag.lines
@@ -341,10 +375,27 @@ class Survey:
                 tally.age_max = max(tally.age_max, age)
             else:
                 book.behind_since = None
-            if lag.lines > 0 or moved or lag.lines_awaited:
+            if lag.lines_unread > 0 or moved or lag.lines_awaited:
                 self.schedule.mark(book.path, "survey", now)
         if not self._pages:
             self._finish()
+
+    def _tell_unnamed(self, book: Book, lag: Lag) -> None:
+        """Log each stream waiting to be named once (WARNING): nothing of it is applied, and
+        nothing else says so."""
+        for hold in lag.holds:
+            key = (book.book_id or "", hold.engine_run_id)
+            if hold.kind != "unnamed" or key in self._unnamed_told:
+                continue
+            self._unnamed_told.add(key)
+            self.log.warning(
+                "book %s: stream %s is waiting to be named (its hello at byte %d); nothing of it"
+                " is applied: run `platform-ingest name BOOK_DIR %s`, or work the book with --auto",
+                book.ref,
+                hold.engine_run_id,
+                hold.offset,
+                hold.engine_run_id,
+            )
 
     def _finish(self) -> None:
         tally, self._tally = self._tally, None
@@ -355,6 +406,25 @@ class Survey:
         metrics.lag_bytes_max.set(tally.lag_bytes_max)
         metrics.books_behind.set(tally.behind)
         metrics.lag_age_max.set(tally.age_max)
+        for state in ATTEMPT_STATES:
+            metrics.attempts.labels(state).set(tally.attempts[state])
+        for kind in PROBLEM_GAUGE_KINDS:
+            metrics.books_with_problem.labels(kind).set(tally.books_with_problem[kind])
+        for hold in HOLD_KINDS:
+            metrics.lag_lines_held.labels(hold).set(tally.lines_held[hold])
+            metrics.oldest_hold_age.labels(hold).set(tally.oldest_hold_s.get(hold, 0.0))
+        for projection in self.projections:
+            behind = tally.projection_behind[projection]
+            metrics.projection_lines_behind.labels(projection).set(behind)
+            if behind and projection not in self._behind_told:
+                self._behind_told.add(projection)
+                self.log.warning(
+                    "projection %s is %d lines behind the books' cursors (a pass applies only new"
+                    " lines): run `platform-ingest rebuild --projection %s`",
+                    projection,
+                    behind,
+                    projection,
+                )
         metrics.last_survey.set(time.time())
         self.log.debug(
             "survey of %d books: %d behind, %d lines past the cursors, %.3f s",
@@ -376,3 +446,30 @@ class _Tally:
     lag_bytes_max: int = 0
     behind: int = 0
     age_max: float = 0.0
+    attempts: Counter[str] = field(default_factory=Counter)
+    books_with_problem: Counter[str] = field(default_factory=Counter)
+    lines_held: Counter[str] = field(default_factory=Counter)
+    oldest_hold_s: dict[str, float] = field(default_factory=dict)
+    projection_behind: Counter[str] = field(default_factory=Counter)
+
+    def count_truths(self, book: Row, lag: Lag) -> None:
+        """Count one book's attempts by state, its standing problems by kind, and its holds."""
+        kinds: set[str] = set(book["problem_kinds"] or ())
+        if book["error_kind"] is not None:
+            kinds.add(book["error_kind"])
+        for state, error_kind in lag.attempts:
+            self.attempts[state] += 1
+            if error_kind is not None and state in STANDING_STATES:
+                kinds.add(error_kind)
+        if any(hold.kind == "unnamed" for hold in lag.holds):
+            kinds.add("unnamed_stream")
+        for kind in kinds:
+            self.books_with_problem[kind] += 1
+        held = lag.held_by
+        if held is not None:
+            self.lines_held[held.kind] += lag.lines - lag.lines_unread
+        now = datetime.now(UTC)
+        for hold in lag.holds:
+            if hold.since is not None:
+                age = max(0.0, (now - hold.since).total_seconds())
+                self.oldest_hold_s[hold.kind] = max(self.oldest_hold_s.get(hold.kind, 0.0), age)
