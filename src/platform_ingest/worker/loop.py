@@ -66,6 +66,7 @@ from ..operate.compact import QUIET_FOR_S_DEFAULT
 from ..projections import Projection, check_projections
 from ..store.db import Database, DatabaseSettings
 from .control import ControlListener
+from .health import Health, serve
 from .housekeeping import Housekeeping
 from .membership import (
     application_name,
@@ -127,6 +128,9 @@ PASSES_BETWEEN_PAGES_S = 0.05
 500 books, tens of milliseconds): a notified book is passed within a page or two of its line, and
 the survey (at start-up: the first safety pass over every book) is not held up behind the passes
 of every book it found behind."""
+HEALTHZ_STALE_MIN_S = 60.0
+"""`/healthz` fails once the loop has neither turned nor committed a batch for this long (or
+three times the longest wait of the loop, when that is longer)."""
 
 
 @dataclass
@@ -207,6 +211,15 @@ class Worker:
             stopping=lambda: self._stopping,
             projections=[projection.name for projection in self.projections],
         )
+        self.health = Health(
+            self.metrics.registry,
+            stale_after_s=max(
+                HEALTHZ_STALE_MIN_S,
+                3 * settings.database_wait_max_s,
+                3 * settings.membership_interval_s,
+            ),
+        )
+        self.health.joined = self.survey.joined
 
     # --- control ----------------------------------------------------------------------------
 
@@ -216,6 +229,7 @@ class Worker:
         self._events.put(_Event("stop"))
 
     def _hook(self, stage: CommitStage) -> None:
+        self.health.turned()  # a long pass commits batch after batch: alive all along
         if stage == "before" and self._stopping:
             raise _Stopping
 
@@ -223,10 +237,17 @@ class Worker:
 
     def run(self) -> int:
         if self.settings.metrics_port is not None:
-            self.metrics_port = self.metrics.serve(
-                self.settings.metrics_port, self.settings.metrics_address
+            self.metrics_port = serve(
+                self.metrics.registry,
+                self.health,
+                self.settings.metrics_port,
+                self.settings.metrics_address,
             )
-            self.log.info("metrics on port %d", self.metrics_port)
+            self.log.info(
+                "metrics on port %d",
+                self.metrics_port,
+                fields={"metrics_port": self.metrics_port},
+            )
         watcher = Watcher(
             self.roots,
             on_journal=lambda path: self._events.put(_Event("journal", path)),
@@ -258,6 +279,7 @@ class Worker:
         survey = self.survey
         survey.rescan_roots = set(self.roots)
         while not self._stopping:
+            self.health.turned()
             self._handle_events(self._wait_s())
             if self._stopping:
                 break
@@ -268,6 +290,7 @@ class Worker:
                     # In the loop, not before it: a Postgres away at start is waited for.
                     install(self.db, self.projections)
                     self._installed = True
+                self.health.schema_checked = True  # checked by the command before the loop
                 if not survey.announced:
                     survey.rescan()  # every book registered, none worked yet
                     survey.announce(application_name(self.worker_id, self.digest))

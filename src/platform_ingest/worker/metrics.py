@@ -1,5 +1,6 @@
 """The worker's metrics, in the Prometheus text format (`run --metrics-port P`, on 127.0.0.1
-unless `--metrics-address` says otherwise).
+unless `--metrics-address` says otherwise; served at `/metrics` beside `/healthz` and `/readyz`,
+`health`).
 
 No series is per book: a worker tailing 10,000 books exposes the same few dozen series as one
 tailing three. Lag is aggregated over the books the worker works (sum, max, how many are behind);
@@ -35,7 +36,7 @@ nobody for a quarantine older than the process):
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 APPLY_SECONDS_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -167,10 +168,3 @@ class Metrics:
             ["projection"],
             registry=registry,
         )
-
-    def serve(self, port: int, address: str = "127.0.0.1") -> int:
-        """Serve `/metrics` on `address`:`port` (0: any free port) from a daemon thread; return
-        the bound port. Loopback by default: the metrics are for a scraper on this host (or one
-        the operator lets in with `--metrics-address`), not for the whole network."""
-        server, _thread = start_http_server(port, addr=address, registry=self.registry)
-        return int(server.server_port)

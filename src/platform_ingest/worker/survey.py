@@ -280,6 +280,10 @@ class Survey:
         self.announced = True
         self.next_membership = 0.0
 
+    def joined(self) -> bool:
+        """Whether the worker has announced itself and the last membership check counted it."""
+        return self.announced and self.member in self.group
+
     def refresh_membership(self) -> None:
         """Look up the live workers; the books that changed hands are claimed or dropped."""
         self.next_membership = time.monotonic() + self.membership_interval_s

@@ -1,0 +1,153 @@
+"""The worker's port answers `/healthz` (the loop is alive), `/readyz` (it can do its work) and
+`/metrics`, each with its own status code; any other path is 404."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, Gauge
+
+from platform_ingest import Database, migrate
+from platform_ingest.worker.health import Health
+from platform_journals import (
+    hello,
+    log_entries,
+    serves_metrics,
+    spend,
+    start_worker,
+    stop_worker,
+    wait_for,
+    write,
+)
+from server_fixtures import pg_ctl
+
+pytestmark = pytest.mark.postgres
+
+
+def _get(port: int, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def _port(log: Path) -> int:
+    (entry,) = [entry for entry in log_entries(log) if entry["message"].startswith("metrics on")]
+    port: int = entry["metrics_port"]  # a field of its own, not only a word of the message
+    assert entry["message"] == f"metrics on port {port}"
+    return port
+
+
+def test_a_running_worker_is_live_and_ready_and_serves_its_metrics(
+    fresh_dsn: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "books"
+    (root / "book-1").mkdir(parents=True)
+    write(root / "book-1", hello(book="book-1"), spend(2, 5))
+    log = tmp_path / "worker.log"
+    worker = start_worker(fresh_dsn, root, log, "--metrics-port", "0")
+    try:
+        wait_for("the port served", lambda: serves_metrics(log))
+        port = _port(log)
+        assert _get(port, "/healthz") == (200, b'{"status":"ok"}\n')
+        wait_for("ready", lambda: _get(port, "/readyz")[0] == 200)
+        assert json.loads(_get(port, "/readyz")[1]) == {"status": "ok"}
+        status, body = _get(port, "/metrics")
+        assert status == 200 and b"platform_ingest_database_up 1.0" in body
+        status, body = _get(port, "/")
+        assert status == 404 and b"/metrics, /healthz and /readyz" in body
+        assert _get(port, "/metrics/extra")[0] == 404
+        assert stop_worker(worker) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(timeout=30)
+
+
+def test_a_worker_whose_postgres_is_away_is_live_but_not_ready(
+    own_server: Any, tmp_path: Path
+) -> None:
+    """Postgres stopped: `/readyz` says 503 and names `postgres`; `/healthz` stays 200 (a restart
+    would only wait again). Postgres back: ready again, with nobody restarting the worker."""
+    dsn: str = own_server.get_uri()
+    db = Database(dsn)
+    migrate(db)
+    db.close()
+    root = tmp_path / "books"
+    (root / "book-1").mkdir(parents=True)
+    write(root / "book-1", hello(book="book-1"))
+    log = tmp_path / "worker.log"
+    worker = start_worker(dsn, root, log, "--metrics-port", "0", "--safety-pass-s", "1")
+    socket_dir = own_server.get_postmaster_info().socket_dir
+    try:
+        wait_for("the port served", lambda: serves_metrics(log))
+        port = _port(log)
+        wait_for("ready", lambda: _get(port, "/readyz")[0] == 200)
+        pg_ctl(own_server, "-w", "-m", "fast", "stop")
+        wait_for("not ready", lambda: _get(port, "/readyz")[0] == 503)
+        body = json.loads(_get(port, "/readyz")[1])
+        assert body["status"] == "not ready" and "postgres" in body["failing"]
+        assert _get(port, "/healthz")[0] == 200
+        pg_ctl(
+            own_server,
+            "-w",
+            "-o",
+            '-h ""',
+            "-o",
+            f"-k {socket_dir}",
+            "-l",
+            str(own_server.log),
+            "start",
+        )
+        wait_for("ready again", lambda: _get(port, "/readyz")[0] == 200)
+        assert stop_worker(worker) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(timeout=30)
+
+
+def _registry(database_up: float, watcher_up: float) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    Gauge("platform_ingest_database_up", "", registry=registry).set(database_up)
+    Gauge("platform_ingest_watcher_up", "", registry=registry).set(watcher_up)
+    return registry
+
+
+@pytest.mark.parametrize(
+    ("database_up", "watcher_up", "schema", "joined", "failing"),
+    [
+        (1, 1, True, True, []),
+        (0, 1, True, True, ["postgres"]),
+        (1, 0, True, True, ["watcher"]),
+        (1, 1, False, True, ["schema"]),
+        (1, 1, True, False, ["membership"]),
+        (0, 0, False, False, ["postgres", "schema", "watcher", "membership"]),
+    ],
+)
+def test_readiness_names_every_check_that_fails(
+    database_up: float, watcher_up: float, schema: bool, joined: bool, failing: list[str]
+) -> None:
+    health = Health(_registry(database_up, watcher_up), stale_after_s=60)
+    health.schema_checked = schema
+    health.joined = lambda: joined
+    ok, body = health.ready()
+    assert ok is (failing == [])
+    assert body == ({"status": "ok"} if ok else {"status": "not ready", "failing": failing})
+
+
+def test_liveness_fails_only_once_the_loop_is_quiet_past_its_bound() -> None:
+    clock = [1000.0]
+    health = Health(_registry(0, 0), stale_after_s=60, clock=lambda: clock[0])
+    clock[0] += 60
+    assert health.live() == (True, {"status": "ok"})
+    clock[0] += 0.5
+    assert health.live() == (False, {"status": "stuck", "loop_quiet_s": 60.5})
+    health.turned()
+    assert health.live()[0] is True
