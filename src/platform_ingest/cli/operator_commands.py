@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 
 from .._plain import plain
+from ..errors import ConfigError
 from ..ingest.books import find_book
 from ..operate.follow import follow
 from ..operate.naming import name_stream, release_attempt
@@ -22,7 +23,7 @@ from ..operate.remedies import (
     undisown_stream,
 )
 from ..operate.repair import repair_book
-from ..operate.show import render_text, show_state
+from ..operate.show import book_of_ref, render_text, select_books, show_books, show_state
 from ..store.db import Database
 from .database import open_database
 from .exit_status import Exit
@@ -38,10 +39,28 @@ def name(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
+    filtered = args.state or args.problem or args.lagging or args.limit or args.ref
+    if args.ref is not None and args.book_dirs:
+        raise ConfigError("--ref names the book: no BOOK_DIR with it")
+    if args.follow and filtered:
+        raise ConfigError(
+            "--follow shows the books it is given: no --state, --problem, "
+            "--lagging, --limit or --ref with it"
+        )
     with open_database(args) as db:
         if args.follow:
             return _follow_books(db, args)
-        state = show_state(db, args.book_dirs)
+        if args.ref is not None:
+            state = {"books": show_books(db, [book_of_ref(db, args.ref)])}
+        else:
+            state = show_state(db, args.book_dirs)
+    state = select_books(
+        state,
+        states=args.state or (),
+        problems=args.problem or (),
+        lagging=args.lagging,
+        limit=args.limit,
+    )
     if args.json:
         print_json(state)
     else:

@@ -24,6 +24,7 @@ from .._defaults import (
     STATUS_TIMEOUT_S,
 )
 from .._logs import add_options as add_log_options
+from ..decisions.views import ATTEMPT_STATES
 from ..errors import ConfigError
 from ..ingest.books import require_stream_id
 
@@ -49,6 +50,16 @@ returning the exit status."""
 
 TUNED_COMMANDS = frozenset({"sweep", "run", "rebuild"})
 """The commands that pass lines, for which `main` tunes the interpreter (`tune_interpreter`)."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of 1 or more")
+    return value
 
 
 def _positive_float(text: str) -> float:
@@ -277,6 +288,41 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the state again each time a commit or an operator changes one of the books "
         "(with --json: one book's state a line), until SIGINT or SIGTERM",
+    )
+    fleet = show.add_argument_group(
+        "a fleet's books", "filters, each narrowing the others (not with --follow)"
+    )
+    fleet.add_argument(
+        "--state",
+        action="append",
+        choices=ATTEMPT_STATES,
+        metavar="STATE",
+        help="only books with an attempt in this state (repeatable: any of them); "
+        + ", ".join(ATTEMPT_STATES),
+    )
+    fleet.add_argument(
+        "--problem",
+        action="append",
+        metavar="KIND",
+        help="only books with a standing problem of this kind (repeatable): a stream's "
+        "(malformed, gap, payload_conflict, ...), the book's (journal_missing, ...), "
+        "projection_failed, or unnamed_stream",
+    )
+    fleet.add_argument(
+        "--lagging",
+        action="store_true",
+        help="only books with complete lines past the cursor (held or not)",
+    )
+    fleet.add_argument(
+        "--limit",
+        type=_positive_int,
+        metavar="N",
+        help="the N books whose lag is oldest first (the longest since a line was applied)",
+    )
+    fleet.add_argument(
+        "--ref",
+        metavar="REF",
+        help="the book behind a log's opaque reference (b-… and 10 hex digits)",
     )
 
     commands.add_parser(

@@ -48,7 +48,8 @@ from .._plain import plain
 from ..decisions.runs import progress_from_jsonb
 from ..decisions.spent import spent_of_book
 from ..decisions.views import problem_json
-from ..ingest.books import find_book
+from ..errors import NotFound
+from ..ingest.books import book_ref, find_book
 from ..store import statements
 from ..store.db import Database, Row
 from .lag import lag_of_books
@@ -191,6 +192,71 @@ def _show_page(db: Database, books: list[Row]) -> list[dict[str, Any]]:
         }
         for book in books
     ]
+
+
+def book_of_ref(db: Database, ref: str) -> str:
+    """The book id behind an opaque reference of the logs (`books.book_ref`): the logs never
+    name a book, an operator with access to Postgres finds it here. `NotFound` when none is."""
+    after = ""
+    while True:
+        page = db.fetch_all(statements.BOOKS_PAGE, (after, BOOKS_PAGE_ROWS))
+        for book in page:
+            if book_ref(book["book_id"]) == ref:
+                return str(book["book_id"])
+        if len(page) < BOOKS_PAGE_ROWS:
+            raise NotFound(f"no registered book has the reference {ref!r}")
+        after = page[-1]["book_id"]
+
+
+def select_books(
+    state: dict[str, Any],
+    *,
+    states: Sequence[str] = (),
+    problems: Sequence[str] = (),
+    lagging: bool = False,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """`show_state`'s books narrowed for a fleet: with an attempt in one of `states`, with a
+    standing problem of one of `problems` (a stream's, the book's, `projection_failed`, or
+    `unnamed_stream`), with complete lines past the cursor; then, with `limit`, the books whose
+    lag is oldest first (lagging books by the age of their last applied line, never applied
+    first; books with no lag after them)."""
+    books = state["books"]
+    if states:
+        books = [book for book in books if set(states) & _attempt_states(book)]
+    if problems:
+        books = [book for book in books if set(problems) & _problem_kinds(book)]
+    if lagging:
+        books = [book for book in books if book["lag"]["lines"] > 0]
+    if limit is not None:
+        books = sorted(books, key=_lag_age_order)[:limit]
+    return {"books": books}
+
+
+def _attempt_states(book: dict[str, Any]) -> set[str]:
+    return {attempt["state"] for run in book["runs"] for attempt in run["attempts"]}
+
+
+def _problem_kinds(book: dict[str, Any]) -> set[str]:
+    kinds = {problem["kind"] for problem in book["problems"]}
+    if book["error"] is not None:
+        kinds.add(book["error"]["kind"])
+    for run in book["runs"]:
+        for attempt in run["attempts"]:
+            if attempt["error"] is not None and attempt["state"] != "finished":
+                kinds.add(attempt["error"]["kind"])
+    if book["waiting_to_be_named"]:
+        kinds.add("unnamed_stream")
+    return kinds
+
+
+def _lag_age_order(book: dict[str, Any]) -> tuple[int, str, str]:
+    """Lagging books first, the oldest last applied line first (never applied: oldest of all)."""
+    lag = book["lag"]
+    if lag["lines"] == 0:
+        return (2, "", book["book_id"])
+    applied = lag["last_applied_at"]
+    return (0, "", book["book_id"]) if applied is None else (1, applied, book["book_id"])
 
 
 def _failure_json(row: Row) -> dict[str, Any]:
