@@ -96,9 +96,12 @@ def _promtool_test(
     tmp_path: Path,
     series: dict[str, float],
     firing: dict[str, list[dict[str, str]]],
+    *,
+    moving: dict[str, str] | None = None,
 ) -> None:
-    """Run `promtool test rules` over `series` held constant for 30 minutes: at minute 20, the
-    alerts of `firing` fire with those labels, every other alert of the rules file is silent."""
+    """Run `promtool test rules` over `series` held constant for 30 minutes (and `moving`, each
+    with its own promtool values, `0+1x30`: one more a minute): at minute 20, the alerts of
+    `firing` fire with those labels, every other alert of the rules file is silent."""
     unknown = set(firing) - set(ALERTS)
     assert unknown == set(), f"no such alert in the rules: {unknown}"
     test = {
@@ -108,7 +111,14 @@ def _promtool_test(
             {
                 "interval": "1m",
                 "input_series": [
-                    {"series": name, "values": f"{value:g}x30"} for name, value in series.items()
+                    *(
+                        {"series": name, "values": f"{value:g}x30"}
+                        for name, value in series.items()
+                    ),
+                    *(
+                        {"series": name, "values": values}
+                        for name, values in (moving or {}).items()
+                    ),
                 ],
                 "alert_rule_test": [
                     {
@@ -343,41 +353,14 @@ def test_each_rule_fires_on_its_case_and_no_other(promtool: str, tmp_path: Path,
 
 def test_a_failing_projection_fires_while_its_failures_grow(promtool: str, tmp_path: Path) -> None:
     """A counter's case: it grows by one a minute for the whole run."""
-    name = _series_name("platform_ingest_projection_failures_total", LEDGER)
-    test_series = {**_healthy()}
-    path = tmp_path / "growing.json"
-    test = {
-        "rule_files": [str(RULES)],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [
-                    *(
-                        {"series": key, "values": f"{value:g}x30"}
-                        for key, value in test_series.items()
-                    ),
-                    {"series": name, "values": "0+1x30"},
-                ],
-                "alert_rule_test": [
-                    {
-                        "eval_time": "25m",
-                        "alertname": "PlatformIngestProjectionFailing",
-                        "exp_alerts": [_expected("PlatformIngestProjectionFailing", LEDGER)],
-                    }
-                ],
-            }
-        ],
-    }
-    path.write_text(json.dumps(test))
-    done = subprocess.run(
-        [promtool, "test", "rules", str(path)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    failures = _series_name("platform_ingest_projection_failures_total", LEDGER)
+    _promtool_test(
+        promtool,
+        tmp_path,
+        _healthy(),
+        {"PlatformIngestProjectionFailing": [LEDGER]},
+        moving={failures: "0+1x30"},
     )
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 SAMPLE_SUFFIXES = {"histogram": ("_bucket", "_count", "_sum")}

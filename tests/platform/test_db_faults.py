@@ -16,6 +16,7 @@ import pytest
 from platform_ingest import BookPass, Database, DatabaseSettings, migrate, register_book
 from platform_journals import RUN_A, attempts, hello, only_run, spend, unit_done, write
 from server_fixtures import pg_ctl as _pg_ctl
+from server_fixtures import start_again
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 
@@ -91,7 +92,7 @@ def test_server_restart_mid_pass_loses_nothing_and_doubles_nothing(
 
     def start_later() -> None:
         time.sleep(1.0)
-        _pg_ctl(own_server, "-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(log), "start")
+        start_again(own_server, socket_dir, log)
         restarted.set()
 
     def stop_in_fourth_batch(stage: str) -> None:

@@ -46,6 +46,7 @@ from platform_journals import (
     write,
 )
 from server_fixtures import pg_ctl as _pg_ctl
+from server_fixtures import start_again
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 
@@ -309,17 +310,7 @@ def test_postgres_restarted_under_a_running_worker(own_server: Any, tmp_path: Pa
             if seq == 50:
                 _pg_ctl(own_server, "-w", "-m", "fast", "stop")
             if seq == 90:
-                _pg_ctl(
-                    own_server,
-                    "-w",
-                    "-o",
-                    '-h ""',
-                    "-o",
-                    f"-k {socket_dir}",
-                    "-l",
-                    str(own_server.log),
-                    "start",
-                )
+                start_again(own_server, socket_dir)
             time.sleep(0.02)
         written.set()
 

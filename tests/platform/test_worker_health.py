@@ -24,7 +24,7 @@ from platform_journals import (
     wait_for,
     write,
 )
-from server_fixtures import pg_ctl
+from server_fixtures import pg_ctl, start_again
 
 pytestmark = pytest.mark.postgres
 
@@ -94,17 +94,7 @@ def test_a_worker_whose_postgres_is_away_is_live_but_not_ready(
         body = json.loads(_get(port, "/readyz")[1])
         assert body["status"] == "not ready" and "postgres" in body["failing"]
         assert _get(port, "/healthz")[0] == 200
-        pg_ctl(
-            own_server,
-            "-w",
-            "-o",
-            '-h ""',
-            "-o",
-            f"-k {socket_dir}",
-            "-l",
-            str(own_server.log),
-            "start",
-        )
+        start_again(own_server, socket_dir)
         wait_for("ready again", lambda: _get(port, "/readyz")[0] == 200)
         assert stop_worker(worker) == 0
     finally:
