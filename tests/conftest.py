@@ -4,7 +4,9 @@ The helpers and fixtures shared by several test directories live in `tests/fixtu
 import path through `pythonpath` in pyproject.toml): `platform_journals` (hand-made journal lines,
 workers as processes), `seam_model` (the seam simulation's model), `verdicts` (each reader's verdict
 on a line), `rule_cases` with `memory_platform` and `rule_model` (the reader's rules as cases, run in memory
-and against Postgres) and the three fixture plugins named below. `server_fixtures` also fails the
+and against Postgres), `terminal` (a command run with its stderr on a pseudo-terminal),
+`shell_completion` (what bash offers with a completion script loaded) and the three fixture
+plugins named below. `server_fixtures` also fails the
 session when a Postgres server a test started is still running after it.
 """
 

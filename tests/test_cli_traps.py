@@ -352,6 +352,69 @@ def test_the_embedded_server_says_its_directory_and_when_it_was_created(tmp_path
     assert "creating" not in second
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show"],
+        ["show", "--json", "book-1"],
+        ["show", "--follow"],
+        ["prune", "--older-than-s", "0", "--dry-run"],
+    ],
+    ids=["show", "show-json", "follow", "prune-dry-run"],
+)
+def test_a_command_that_only_reads_creates_no_embedded_postgres(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """`show` run from another directory created an empty cluster there and showed no books, as
+    if the platform had lost them. A command that only reads exits 2 and says where it looked
+    and what it wants: a DSN, or the directory of the first run."""
+    data_dir = tmp_path / "state"
+    done = subprocess.run(
+        [str(BIN / "platform-ingest"), "--data-dir", str(data_dir), *argv],
+        env=_bare_environment(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert not data_dir.exists()
+    assert not (tmp_path / ".platform-ingest").exists()
+    assert done.stdout == ""
+    (said,) = done.stderr.splitlines()
+    assert f"no embedded Postgres in {data_dir}" in said
+    assert "--dsn" in said and "PLATFORM_INGEST_DSN" in said and "--data-dir" in said
+
+
+@pytest.mark.postgres
+def test_sweep_creates_the_embedded_postgres_and_then_show_reads_it(tmp_path: Path) -> None:
+    """The commands that write (`migrate`, `sweep`, `run`) still create the cluster, and say
+    where; a `show` given that directory reads it."""
+    book = tmp_path / "book-1"
+    book.mkdir()
+    command = [str(BIN / "platform-ingest"), "--data-dir", str(tmp_path / "state")]
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, *argv],
+            env=_bare_environment(),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+
+    swept = run("sweep", "--auto", str(book))
+    assert swept.returncode == 0, swept.stderr
+    assert f"creating a new embedded Postgres in {tmp_path / 'state'}" in swept.stderr
+    shown = run("show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert [each["book_id"] for each in json.loads(shown.stdout)["books"]] == ["book-1"]
+    assert f"using the embedded Postgres in {tmp_path / 'state'}" in shown.stderr
+
+
 def test_the_worker_docs_keep_the_dsn_off_the_command_line() -> None:
     """`ps` shows a command line to every user: the unit and the how-to pass the DSN through a
     mode-0600 environment file, never `--dsn` nor a unit's `Environment=`."""

@@ -1,4 +1,4 @@
-"""`engine-events`: the engine side's command (demo, status, verify, watch)."""
+"""`engine-events`: the engine side's command (demo, status, verify, watch, completion)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._completion import bash_script, zsh_script
 from ._demo import DemoOptions, StopRequests, run_demo
 from ._events import STREAM_VERSION, STREAM_VERSIONS
+from ._exit_codes import ExitCode
 from ._logs import add_options as add_log_options
 from ._logs import chosen_level
 from ._logs import configure as configure_logs
@@ -19,6 +21,7 @@ from .readers.verify import command as verify_command
 
 DEFAULT_LOG_LEVEL = "INFO"
 DEFAULT_LOG_FORMAT = "text"
+COMPLETION_SHELLS = ("bash", "zsh")
 
 
 def _integer(text: str, *, least: int, what: str) -> int:
@@ -50,13 +53,7 @@ def _stages(text: str) -> tuple[str, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engine-events", description=__doc__)
-    parser.add_argument(
-        "--version",
-        action="version",
-        version=f"engine-events {__version__}",
-        help="print the installed version and exit",
-    )
-    add_log_options(parser, default_level=DEFAULT_LOG_LEVEL, default_format=DEFAULT_LOG_FORMAT)
+    _global_options(parser, after_command=False)
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="run the reference engine on a book directory")
@@ -134,7 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", help="report on a stopped run (the repair channel)")
     status.add_argument("book_dir", type=Path, metavar="BOOK_DIR", help="the book's directory")
-    status.add_argument("--json", action="store_true", required=True, help="JSON output (required)")
+    status.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report (or the error) as one JSON object, for a script or the platform's "
+        "repair (default: a short text; an error on stderr)",
+    )
     status.add_argument(
         "--repair", action="store_true", help="cut a torn tail, project the backlog"
     )
@@ -162,7 +164,43 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="give up after S seconds, exit 1 (default: no limit)",
     )
+
+    completion = commands.add_parser(
+        "completion", help="print a completion script for the shell, made from this parser"
+    )
+    completion.add_argument(
+        "shell",
+        choices=COMPLETION_SHELLS,
+        help="the shell to complete for (bash; zsh through its bashcompinit)",
+    )
+    for subparser in commands.choices.values():
+        _global_options(subparser, after_command=True)
     return parser
+
+
+def _global_options(parser: argparse.ArgumentParser, *, after_command: bool) -> None:
+    """The options of the whole command line, before the command (`after_command` False, with
+    their defaults) or after it, where every command's parser takes them too: there they have no
+    default (`argparse.SUPPRESS`), so that a value given before the command is kept unless the
+    option is given again after it, and then the one after wins
+    (docs/reference/engine-events-cli.md)."""
+    options = (
+        parser.add_argument_group("options of every command (before or after it)")
+        if after_command
+        else parser
+    )
+    options.add_argument(
+        "--version",
+        action="version",
+        version=f"engine-events {__version__}",
+        help="print the installed version and exit",
+    )
+    add_log_options(
+        parser,
+        default_level=DEFAULT_LOG_LEVEL,
+        default_format=DEFAULT_LOG_FORMAT,
+        after_command=after_command,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,9 +225,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.book_dir.mkdir(parents=True, exist_ok=True)  # a demo may start a new book
         return run_demo(args.book_dir, options, stops=stops)
     if args.command == "status":
-        return status_command(args.book_dir, database_name=args.database, repair_first=args.repair)
+        return status_command(
+            args.book_dir, database_name=args.database, repair_first=args.repair, as_json=args.json
+        )
     if args.command == "verify":
         return verify_command(args.journal, as_json=args.json)
+    if args.command == "completion":
+        script = zsh_script(build_parser()) if args.shell == "zsh" else bash_script(build_parser())
+        sys.stdout.write(script)
+        return ExitCode.CLEAN
     if args.command == "watch":
         from .readers.watch import command as watch_command  # noqa: PLC0415 - only watch loads rich
 

@@ -17,7 +17,9 @@ holds no money amount and no book id: books are named by their opaque reference 
 amounts are never passed to a log call.
 
 The level is `--log-level LEVEL`, or the command's default moved one step per `-v` (more) or
-`-q` (less); the three are one choice (argparse refuses two of them together).
+`-q` (less); the three are one choice (argparse refuses two of them together). Every command's
+parser takes the options too (`add_options(after_command=True)`): one given after the command
+replaces the same choice given before it.
 
 The engine half has its own copy of the formatting and options (the two halves are deployed apart
 and never import each other); `tests/test_cli_traps.py` checks that both format a record alike.
@@ -30,7 +32,7 @@ import datetime as dt
 import logging
 import re
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, TextIO
 
 import orjson
@@ -109,39 +111,77 @@ def formatter(log_format: str, static_fields: dict[str, Any] | None = None) -> l
     raise ValueError(f"unknown log format {log_format!r}: one of {', '.join(FORMATS)}")
 
 
+LEVEL_DEFAULTS: dict[str, Any] = {"verbose": 0, "quiet": 0, "log_level": None}
+"""The one choice of level (`-v`, `-q`, `--log-level`): each option's destination and default."""
+
+
+class _LevelAfterCommand(argparse.Action):
+    """`-v`, `-q` or `--log-level` given after the command: it replaces whichever of the three was
+    given before it (the command's parser sets the other two back to their defaults, and the
+    values it parsed replace the top-level parser's)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        for dest, default in LEVEL_DEFAULTS.items():
+            if dest != self.dest:
+                setattr(namespace, dest, default)
+        if self.nargs == 0:  # -v, -q: one step each time
+            setattr(namespace, self.dest, (getattr(namespace, self.dest, None) or 0) + 1)
+        else:
+            setattr(namespace, self.dest, values)
+
+
 def add_options(
-    parser: argparse.ArgumentParser, *, default_level: str, default_format: str
+    parser: argparse.ArgumentParser,
+    *,
+    default_level: str,
+    default_format: str,
+    after_command: bool = False,
 ) -> None:
-    """`-v`, `-q`, `--log-level` (one of them) and `--log-format`, with their defaults said."""
+    """`-v`, `-q`, `--log-level` (one of them) and `--log-format`, with their defaults said.
+
+    With `after_command`, the copy every command's parser takes (`COMMAND -v` as well as
+    `-v COMMAND`): nothing has a default there (`argparse.SUPPRESS`), so that a value given before
+    the command stays unless the option is given again after it, and then the one after wins."""
     group = parser.add_argument_group("logs (stderr)")
     level = group.add_mutually_exclusive_group()
+    if after_command:
+        step: dict[str, Any] = {
+            "action": _LevelAfterCommand,
+            "nargs": 0,
+            "default": argparse.SUPPRESS,
+        }
+        named: dict[str, Any] = {"action": _LevelAfterCommand, "default": argparse.SUPPRESS}
+        style: dict[str, Any] = {"default": argparse.SUPPRESS}
+    else:
+        step, named, style = {"action": "count", "default": 0}, {"default": None}, {"default": None}
     level.add_argument(
         "-v",
         "--verbose",
-        action="count",
-        default=0,
+        **step,
         help=f"log more: one level down from the default per -v (default level {default_level})",
     )
     level.add_argument(
-        "-q",
-        "--quiet",
-        action="count",
-        default=0,
-        help="log less: one level up from the default per -q",
+        "-q", "--quiet", **step, help="log less: one level up from the default per -q"
     )
     level.add_argument(
         "--log-level",
         type=str.upper,
         choices=LEVELS,
-        default=None,
         metavar="LEVEL",
+        **named,
         help=f"the least level logged, one of {', '.join(LEVELS)} in any case "
         f"(default {default_level})",
     )
     group.add_argument(
         "--log-format",
         choices=FORMATS,
-        default=None,
+        **style,
         help=f"text: one readable line a record; json: one JSON object a line "
         f"(default {default_format})",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,18 @@ import pytest
 
 from platform_ingest.cli.main import main
 from platform_ingest.store import migrations
-from platform_journals import RUN_A, RUN_B, finished, hello, spend, unit_done, write
+from platform_journals import (
+    RUN_A,
+    RUN_B,
+    RUN_C,
+    append,
+    finished,
+    hello,
+    spend,
+    unit_done,
+    write,
+)
+from terminal import run_on_terminal
 
 pytestmark = pytest.mark.postgres
 
@@ -435,3 +447,178 @@ def test_a_one_shot_command_does_not_import_the_worker() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert found.strip() == "[]"
+
+
+# --- rebuild, compact and prune: text for a person, --json for scripts ----------------------------
+
+
+def _two_ended_runs(make_book: MakeBook, capsys: pytest.CaptureFixture[str], dsn: str) -> Path:
+    """A book whose first run has ended and is no longer its latest: `prune` may take it."""
+    book = make_book("book-1")
+    write(book, hello(RUN_A), spend(2, 100), finished(3, money=100))
+    append(book, hello(RUN_B), spend(2, 150), finished(3, money=150))
+    assert cli(capsys, "--dsn", dsn, "sweep", "--auto", str(book))[0] == 0
+    return book
+
+
+def test_compact_prints_text_and_its_json_with_json(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _two_ended_runs(make_book, capsys, fresh_dsn)
+    code, out, _ = cli(capsys, "--dsn", fresh_dsn, "compact", "--quiet-for-s", "0")
+    assert code == 0
+    assert out == "2 attempts compacted (1, 2), 6 line hash rows deleted\n"
+    code, out, _ = cli(capsys, "--dsn", fresh_dsn, "compact", "--quiet-for-s", "0", "--json")
+    assert code == 0
+    assert json.loads(out) == {
+        "compacted": [],
+        "finished_deleting": [],
+        "skipped": {},
+        "rows_deleted": 0,
+    }
+    assert out.startswith('{\n  "compacted": [],\n')  # indented, as before
+
+
+def test_prune_prints_text_and_its_json_with_json(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _two_ended_runs(make_book, capsys, fresh_dsn)
+    prune = ["--dsn", fresh_dsn, "prune", "--older-than-s", "0", "--reason", "test"]
+    code, out, _ = cli(capsys, *prune, "--dry-run")
+    assert code == 0
+    assert out == "dry run: 1 run would be pruned (nothing changed)\n  book book-1 run 1\n"
+    code, out, _ = cli(capsys, *prune, "--dry-run", "--json")
+    assert code == 0
+    assert json.loads(out) == {
+        "dry_run": True,
+        "pruned": [{"book_id": "book-1", "run_id": 1}],
+        "skipped": {},
+        "cleaned": 0,
+    }
+    code, out, _ = cli(capsys, *prune)
+    assert code == 0
+    assert out.splitlines() == [
+        "1 run pruned, 0 skipped, 1 pruned attempt cleaned up",
+        "  book book-1 run 1: completed, 1 stream",
+    ]
+    code, out, _ = cli(capsys, *prune, "--json")
+    assert (code, json.loads(out)) == (
+        0,
+        {"dry_run": False, "pruned": [], "skipped": {}, "cleaned": 0},
+    )
+
+
+def test_rebuild_prints_text_and_its_json_with_json(
+    fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    book = _two_ended_runs(make_book, capsys, fresh_dsn)
+    rebuild = ["--dsn", fresh_dsn, "rebuild", "--projection", "projection_fixtures:Recording"]
+    code, out, _ = cli(capsys, *rebuild, str(book))
+    assert code == 0
+    assert out == "projection recording version 1: 1 book, 2 streams caught up, 6 events given\n"
+    append(book, hello(RUN_C), spend(2, 200))
+    assert cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))[0] == 0
+    (book / "events.jsonl").unlink()
+    code, out, _ = cli(capsys, *rebuild)
+    assert code == 4
+    assert out.splitlines() == [
+        "projection recording version 1: 1 book, 0 streams caught up, 0 events given",
+        f"  cannot replay book book-1 stream {RUN_C} seqs 1..2: journal_missing: there is no "
+        "journal at the book's path",
+    ]
+    code, out, _ = cli(capsys, *rebuild, "--json")
+    assert code == 4
+    report = json.loads(out)
+    assert (report["projection"], report["version"], report["events_given"]) == (
+        "recording",
+        1,
+        0,
+    )
+    assert [each["reason"] for each in report["cannot_replay"]] == ["journal_missing"]
+
+
+# --- progress on a terminal, nothing of it when stderr is not one ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["compact", "--quiet-for-s", "0"], b"compact: attempt 1 of 2"),
+        (["prune", "--older-than-s", "0", "--dry-run"], b"prune: run 1 of 1"),
+        (
+            ["rebuild", "--projection", "projection_fixtures:Recording"],
+            b"rebuild recording: book 1, ",
+        ),
+    ],
+    ids=["compact", "prune", "rebuild"],
+)
+def test_long_commands_show_progress_on_a_terminal_only(
+    fresh_dsn: str,
+    make_book: MakeBook,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    shown: bytes,
+) -> None:
+    """Progress goes to stderr when stderr is a terminal; into a pipe (a script, a log
+    collector) nothing of it is written. The report on stdout is the same either way."""
+    _two_ended_runs(make_book, capsys, fresh_dsn)
+    fixtures = str(Path(__file__).resolve().parents[1] / "fixtures")
+    environment = {**os.environ, "PYTHONPATH": fixtures, "PYTHONWARNINGS": "ignore"}
+    command = [str(Path(sys.executable).parent / "platform-ingest"), "--dsn", fresh_dsn, *argv]
+    on_terminal = run_on_terminal(command, env=environment)
+    assert on_terminal.returncode == 0, on_terminal.terminal
+    assert shown in on_terminal.terminal
+    assert b"\r" in on_terminal.terminal.replace(b"\r\n", b"")  # the line is rewritten in place
+    piped = subprocess.run(command, capture_output=True, env=environment, timeout=120, check=False)
+    assert piped.returncode == 0, piped.stderr
+    assert shown.split(b":")[0] + b":" not in piped.stderr
+    assert b"\r" not in piped.stderr
+    assert shown not in on_terminal.stdout
+    if "--dry-run" in argv:  # it changes nothing: the second report is the first's
+        assert piped.stdout == on_terminal.stdout
+
+
+# --- repair's status command ----------------------------------------------------------------------
+
+
+def test_repair_runs_the_status_command_split_as_a_shell_would_with_the_book_and_json(
+    fresh_dsn: str, make_book: MakeBook, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--status-command` is split with shlex (no shell runs it); BOOK_DIR and `--json` follow
+    its own arguments, so a platform-only host names any program that answers as the engine's
+    status does."""
+    book = make_book("book-1")
+    write(book, hello(), spend(2, 1000))
+    cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))
+    seen = tmp_path / "argv.json"
+    status = {"book_id": "book-1", "engine_run_id": RUN_A, "money": {"committed_micro_usd": 1000}}
+    script = tmp_path / "status script.py"
+    script.write_text(
+        "import json, sys\n"
+        f"open({str(seen)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"print(json.dumps({status!r}))\n"
+    )
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} --from 'the host'"
+    code, out, err = cli(
+        capsys, "--dsn", fresh_dsn, "repair", str(book), "--status-command", command
+    )
+    assert code == 0, err
+    assert json.loads(seen.read_text()) == ["--from", "the host", str(book), "--json"]
+    assert json.loads(out)["settled_micro_usd"] == 1000
+
+
+def test_a_status_command_that_is_not_found_is_named_with_the_option_to_give_another(
+    fresh_dsn: str, make_book: MakeBook, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A platform-only host has no `engine-events`: the refusal says the command was not found
+    and names `--status-command`, before any database is touched."""
+    book = make_book("book-1")
+    write(book, hello())
+    missing = tmp_path / "no-such-status"
+    code, out, err = cli(
+        capsys, "--dsn", fresh_dsn, "repair", str(book), "--status-command", f"{missing} status"
+    )
+    assert (code, out) == (1, "")
+    assert f"status command not found: {missing}" in err
+    assert "--status-command" in err
+    assert show_json(capsys, fresh_dsn)["books"] == []  # nothing registered: it stopped first

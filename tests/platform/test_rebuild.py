@@ -271,7 +271,7 @@ def test_the_command_reports_json_and_exits_4_when_something_cannot_be_replayed(
     write(book, hello(), spend(2, 10))
     sweep(db, book)
     argv = [str(BIN / "platform-ingest"), "--dsn", fresh_dsn, "rebuild"]
-    spec = ["--projection", "projection_fixtures:Recording"]
+    spec = ["--projection", "projection_fixtures:Recording", "--json"]
     done = subprocess.run(
         [*argv, *spec, str(book)], check=False, capture_output=True, env=_environment(), timeout=60
     )

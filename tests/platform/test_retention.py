@@ -417,7 +417,9 @@ def test_two_compactors_and_a_pass_at_once_agree(
     env = {**os.environ, "PLATFORM_INGEST_DSN": fresh_dsn}
     exe = str(BIN / "platform-ingest")
     processes = [
-        subprocess.Popen([exe, "compact", "--quiet-for-s", "0"], env=env, stdout=subprocess.PIPE)
+        subprocess.Popen(
+            [exe, "compact", "--quiet-for-s", "0", "--json"], env=env, stdout=subprocess.PIPE
+        )
         for _ in range(2)
     ]
     processes.append(

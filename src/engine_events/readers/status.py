@@ -1,9 +1,13 @@
-"""`engine-events status BOOK_DIR --json [--repair]`: the repair channel over a STOPPED run.
+"""`engine-events status BOOK_DIR [--json] [--repair]`: the repair channel over a STOPPED run.
 
 It takes the engine's own lock, non-blocking: while an engine is live it answers exit 12 and
 `{"error": "project_locked"}` and touches nothing. Otherwise it reads the book's database and reports;
 with `--repair` it first runs start-up recovery steps (1) and (2): the torn tail cut and the committed
 rows that were never projected appended, byte-identical.
+
+With `--json` (what the platform's `repair` reads) it prints one JSON object, the report or the
+error; without it, a short summary of the same fields for a person, and an error as one line on
+stderr. The exit code is the same in both forms.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from .._projection import Projector
 from .._schema import connect, require_durable, require_known_version
 from .._sqlite import translated
 from ..errors import BookDatabaseError, BookDirectoryError, EngineEventsError, ProjectLocked
+from .plain import plain
 
 
 @translated()
@@ -102,8 +107,10 @@ def repair(conn: sqlite3.Connection, book_dir: Path, *, io: JournalIO | None = N
         conn.commit()
 
 
-def command(book_dir: Path, *, database_name: str, repair_first: bool) -> int:
-    """Print the status of a stopped book as JSON; return the process exit code."""
+def command(book_dir: Path, *, database_name: str, repair_first: bool, as_json: bool) -> int:
+    """Print the status of a stopped book, as JSON with `as_json` (the repair channel's form),
+    else as a short text; return the process exit code (the same in both forms)."""
+    _error = _json_error if as_json else _text_error
     try:
         with BookLock(book_dir):
             database = book_dir / database_name
@@ -131,13 +138,82 @@ def command(book_dir: Path, *, database_name: str, repair_first: bool) -> int:
         return _error(error.exit_code.outcome, error.exit_code, str(error))
     except OSError as error:
         return _error("unreadable", ExitCode.INFRA, str(error))
-    sys.stdout.buffer.write(orjson.dumps(report) + b"\n")
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(report) + b"\n")
+    else:
+        sys.stdout.write(format_text(report) + "\n")
     return ExitCode.CLEAN
 
 
-def _error(kind: str, code: int, detail: str | None = None) -> int:
+def _json_error(kind: str, code: int, detail: str | None = None) -> int:
     payload: dict[str, Any] = {"error": kind}
     if detail is not None:
         payload["detail"] = detail
     sys.stdout.buffer.write(orjson.dumps(payload) + b"\n")
     return int(code)
+
+
+LOCKED_TEXT = "an engine is live on the book (it holds the book's lock): status reads a stopped run"
+
+
+def _text_error(kind: str, code: int, detail: str | None = None) -> int:
+    """The error as one line on stderr (stdout stays empty), with the exit code of the JSON form."""
+    said = LOCKED_TEXT if detail is None and kind == "project_locked" else detail
+    text = kind if said is None else f"{kind}: {said}"
+    print(f"engine-events status: {plain(text)}", file=sys.stderr)
+    return int(code)
+
+
+def _units(volume: object) -> str:
+    if not isinstance(volume, dict):
+        return ""
+    return f", {volume.get('units_done')} of {volume.get('units_total')} units"
+
+
+def format_text(report: dict[str, Any]) -> str:
+    """The short human summary of the report `--json` prints, field by field (every value that
+    came from the book's database through `plain`)."""
+    if report["engine_run_id"] is None:
+        return "no stream: the emitter never ran on this book"
+    finished = report["finished"]
+    if isinstance(finished, dict):
+        ended = (
+            f"finished {plain(str(finished['outcome']))} (exit {finished['exit_code']})"
+            + ("" if finished.get("stop") is None else f", {plain(str(finished['stop']))} stop")
+            + (
+                ""
+                if finished.get("refusal") is None
+                else f", refusal {plain(str(finished['refusal']))}"
+            )
+            + _units(finished.get("volume"))
+        )
+    else:
+        ended = "stopped without finished"
+    lines = [
+        f"book {plain(str(report['book_id']))}: latest stream "
+        f"{plain(report['engine_run_id'])} {ended}",
+        f"  money: {report['money']['committed_micro_usd']} micro-USD committed",
+    ]
+    ceiling = report["ceiling"]
+    if isinstance(ceiling, dict):
+        shortfall = ceiling.get("shortfall_micro_usd")
+        lines.append(
+            f"  ceiling: {'halted' if ceiling.get('halted') else 'reached'}"
+            f" ({plain(str(ceiling.get('scope')))})"
+            + ("" if shortfall is None else f", shortfall {shortfall} micro-USD")
+        )
+    progress = report["progress"]
+    if isinstance(progress, dict) and progress:
+        phases = ", ".join(
+            f"{plain(str(name))} {counts.get('done')}/{counts.get('total')}"
+            for name, counts in progress.items()
+            if isinstance(counts, dict)
+        )
+        lines.append(f"  progress: {phases}")
+    lines.append(f"  journal: {plain(str(report['journal']))}")
+    lines.extend(
+        f"  stream {plain(stream['engine_run_id'])}: last seq {stream['last_seq']}, "
+        f"projected seq {stream['projected_seq']}"
+        for stream in report["streams"]
+    )
+    return "\n".join(lines)

@@ -47,6 +47,7 @@ import sys
 from pathlib import Path
 
 from ..errors import NotARegularFile
+from .plain import plain
 from .verify_format import format_failure_json, format_json, format_text, print_output
 from .verify_rules import (
     DIGEST_BUFFER_BYTES_MAX,
@@ -85,9 +86,13 @@ EXIT_UNREADABLE = 2
 
 
 def command(journal: Path, *, as_json: bool) -> int:
-    """`engine-events verify JOURNAL [--json]`: print the report, return the exit code."""
+    """`engine-events verify JOURNAL [--json]`: print the report, return the exit code. While it
+    reads, a person at a terminal sees how far it is (stderr, erased at the end); a pipe or a file
+    gets nothing of it."""
     try:
-        report = verify_journal(journal)
+        report = (
+            _verify_showing_progress(journal) if sys.stderr.isatty() else verify_journal(journal)
+        )
     except OSError as error:
         reason = error.strerror or str(error)
         kind = "not_a_regular_file" if isinstance(error, NotARegularFile) else "unreadable"
@@ -98,3 +103,33 @@ def command(journal: Path, *, as_json: bool) -> int:
         return EXIT_UNREADABLE
     print_output(format_json(report) if as_json else format_text(report))
     return EXIT_OK if report.ok else EXIT_PROBLEM
+
+
+def _verify_showing_progress(journal: Path) -> JournalReport:
+    """`verify_journal` under a progress bar on stderr, by `rich` (a dependency of the engine for
+    `watch`; imported only here, so a verify into a pipe does not load it)."""
+    from rich.console import Console  # noqa: PLC0415 - see the docstring
+    from rich.progress import (  # noqa: PLC0415
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(
+        # The name is the file's: shown as typed (never read as markup), controls replaced.
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,  # erased at the end: the report on stdout is all that stays
+        redirect_stdout=False,
+    ) as progress:
+        task = progress.add_task(f"verify {plain(journal.name, max_chars=40)}", total=None)
+
+        def on_read(read_bytes: int, size_bytes: int) -> None:
+            progress.update(task, completed=read_bytes, total=size_bytes)
+
+        return verify_journal(journal, on_read=on_read)

@@ -11,6 +11,7 @@ import bisect
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +24,11 @@ from ..errors import LineError, NotARegularFile
 from .decode import INTEGER_MAX, Line, decode_stream_line, require_supported
 from .lines import LineReader, RawLine
 from .regular_file import not_regular, open_regular
+
+ReadProgress = Callable[[int, int], None]
+"""Told `(bytes read, bytes in the file)` as `verify_journal` goes (for a person's view)."""
+PROGRESS_BYTES = 1024 * 1024
+"""How much is read between two reports to `ReadProgress`."""
 
 Verdict = Literal["ok", "gap", "payload_conflict", "malformed", "unsupported_version"]
 
@@ -387,20 +393,30 @@ def _open_regular(path: Path) -> int:
     return fd
 
 
-def verify_journal(path: Path) -> JournalReport:
-    """Read the journal at `path` once and judge every stream in it.
+def verify_journal(path: Path, *, on_read: ReadProgress | None = None) -> JournalReport:
+    """Read the journal at `path` once and judge every stream in it. `on_read` is told how far
+    the reading is (at the start, then every `PROGRESS_BYTES` or so, and at the end).
 
     Raises `NotARegularFile` when the path names a FIFO, a socket, a device or a directory, and
     `OSError` when the file cannot be opened or read.
     """
     fd = _open_regular(path)
     try:
+        size_bytes = os.fstat(fd).st_size
+        told_at = 0
+        if on_read is not None:
+            on_read(0, size_bytes)
         with _DigestStore() as store:
             checker = _Checker(str(path), store)
             reader = LineReader()
             for line in reader.read(fd):
                 checker.feed(line)
+                if on_read is not None and reader.offset - told_at >= PROGRESS_BYTES:
+                    told_at = reader.offset
+                    on_read(told_at, max(size_bytes, told_at))  # a live writer grows the file
             checker.torn_tail(reader.offset, reader.tail_bytes)
+            if on_read is not None:
+                on_read(reader.seen_to, max(size_bytes, reader.seen_to))
     finally:
         os.close(fd)
     return checker.report

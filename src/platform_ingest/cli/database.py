@@ -1,6 +1,7 @@
 """The database a command uses: `--dsn` or `PLATFORM_INGEST_DSN`; else libpq's `PG*` variables;
 else an embedded server under `--data-dir`, started (and stopped) by the command, which says on
-stderr which directory it uses (docs/platform/cli.md)."""
+stderr which directory it uses (docs/platform/cli.md). A command that only reads never creates
+one: with no cluster there, it is refused (exit 2) and says where it looked."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 from collections.abc import Iterator
 
 from .._plain import display_path
+from ..errors import ConfigError
 from ..store.db import Database
 from ..store.schema import migrate, require_current
 
@@ -22,8 +24,17 @@ LIBPQ_VARIABLES = ("PGSERVICE", "PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", 
 (with `PGPASSWORD`, `PGPASSFILE`, `PGSSLMODE`, ... as libpq reads them) is the database."""
 
 
+READ_ONLY_COMMANDS = frozenset({"show"})
+"""The commands that only read (with `show --follow`, and `prune --dry-run`: `only_reads`)."""
+
+
 def _libpq_variables() -> list[str]:
     return [name for name in LIBPQ_VARIABLES if os.environ.get(name)]
+
+
+def only_reads(args: argparse.Namespace) -> bool:
+    """Whether the command only reads the database: it never creates an embedded one."""
+    return args.command in READ_ONLY_COMMANDS or (args.command == "prune" and args.dry_run)
 
 
 def _say(args: argparse.Namespace, message: str, *, notable: bool) -> None:
@@ -53,6 +64,15 @@ def _dsn(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[str, bo
     data_dir = args.data_dir.absolute()
     if cluster_exists(data_dir):
         _say(args, f"using the embedded Postgres in {display_path(data_dir)}", notable=False)
+    elif only_reads(args):
+        # A new, empty cluster would show no books, as if the platform had lost them: the reader
+        # was run from another directory than the first run, or was meant for another database.
+        raise ConfigError(
+            f"no database given (--dsn, PLATFORM_INGEST_DSN or PG* variables) and no embedded "
+            f"Postgres in {display_path(data_dir)}: `{args.command}` only reads, and creates none; "
+            "give the database's DSN, or with --data-dir the directory where the first "
+            "`migrate`, `sweep` or `run` created the embedded one"
+        )
     else:
         _say(
             args,

@@ -16,6 +16,13 @@
     undisown BOOK_DIR ENGINE_RUN_ID --reason TEXT  take a disown back: the stream is foreign again
     abandon BOOK_DIR ENGINE_RUN_ID --reason TEXT   give up on an attempt
     rebuild --projection SPEC [BOOK_DIR...]  catch a projection up from the journals on disk
+    compact [--quiet-for-s S]                compact the line hashes of quiet attempts now
+    prune --older-than-s S [--dry-run]       delete old ended runs (audited)
+    completion bash|zsh                      print a completion script made from this parser
+
+The global options may follow the command too (`show --dsn DSN`); given on both sides, the one
+after it wins. `sweep`, `show`, `rebuild`, `compact` and `prune` print text, their JSON with
+`--json`; `rebuild`, `compact` and `prune` show their progress on stderr when it is a terminal.
 
 Logs go to stderr, every time in UTC with milliseconds and a `Z`: JSON lines at INFO and above for
 `run`, text at WARNING and above for the other commands; `-v`/`-q` move the level a step, or
@@ -27,11 +34,13 @@ The database: `--dsn` or `PLATFORM_INGEST_DSN`; with neither, libpq's `PG*` vari
 that names a server is set (`PGSERVICE`, `PGHOST`, `PGDATABASE`, ...); with none of these, an
 embedded Postgres under `--data-dir` (default `.platform-ingest/`, relative to the current
 directory) is started, migrated and stopped by the command, which says on stderr which directory
-it uses and when it has just created it.
+it uses and when it has just created it. A command that only reads (`show`, `prune --dry-run`)
+never creates one: with none there it exits 2 and says where it looked.
 
 Exit codes: 0 done (a book that ends quarantined or stalled is state, not a failure of `sweep`);
 1 the command could not do its work (database unavailable, a pass that could not finish);
-2 bad usage or input (unknown book, path outside the roots, a refused operation);
+2 bad usage or input (unknown book, path outside the roots, a refused operation, a reader given
+no database);
 3 `repair` refused because the engine is live; 4 `rebuild` caught up all it could, and some seqs
 cannot be replayed (each listed in its report).
 """

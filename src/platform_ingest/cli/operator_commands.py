@@ -22,7 +22,7 @@ from ..operate.remedies import (
     skip_line,
     undisown_stream,
 )
-from ..operate.repair import repair_book
+from ..operate.repair import repair_book, require_status_command
 from ..operate.show import book_of_ref, render_text, select_books, show_books, show_state
 from ..store.db import Database
 from .database import open_database
@@ -153,6 +153,9 @@ def _on_stream(args: argparse.Namespace, remedy: Callable[..., Action]) -> int:
 
 
 def repair(args: argparse.Namespace) -> int:
+    require_status_command(
+        args.status_command
+    )  # no database is opened for a repair that cannot run
     with open_database(args) as db:
         repaired = repair_book(
             db,

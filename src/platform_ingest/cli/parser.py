@@ -44,9 +44,12 @@ HANDLERS = {
     "rebuild": "storage_commands:rebuild",
     "compact": "storage_commands:compact",
     "prune": "storage_commands:prune",
+    "completion": "completion:completion",
 }
 """Each command's handler: `module:function` in this package, called with the parsed arguments,
 returning the exit status."""
+
+COMPLETION_SHELLS = ("bash", "zsh")
 
 TUNED_COMMANDS = frozenset({"sweep", "run", "rebuild"})
 """The commands that pass lines, for which `main` tunes the interpreter (`tune_interpreter`)."""
@@ -155,27 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="platform-ingest",
         description="Tail run-event journals into Postgres, applying each event exactly once.",
     )
-    parser.add_argument(
-        "--version",
-        action=_Version,
-        help="print the installed version and exit",
-    )
-    parser.add_argument(
-        "--dsn",
-        default=os.environ.get("PLATFORM_INGEST_DSN"),
-        metavar="DSN",
-        help="Postgres to use (default: $PLATFORM_INGEST_DSN, else libpq's PG* variables, else "
-        "an embedded server under --data-dir); `ps` shows it: prefer the environment",
-    )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path(".platform-ingest"),
-        metavar="DIR",
-        help="where the embedded Postgres keeps its data (default: .platform-ingest/ in the "
-        "current directory)",
-    )
-    add_log_options(parser, default_level="WARNING; run: INFO", default_format="text; run: json")
+    _global_options(parser, after_command=False)
     commands = parser.add_subparsers(dest="command", required=True)
     stream = _stream_operands()
     audited = _audited(reason_required=False)
@@ -297,8 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         choices=ATTEMPT_STATES,
         metavar="STATE",
-        help="only books with an attempt in this state (repeatable: any of them); "
-        + ", ".join(ATTEMPT_STATES),
+        help="only books with an attempt in this state (repeatable: any of them; default: every "
+        "state): " + ", ".join(ATTEMPT_STATES),
     )
     fleet.add_argument(
         "--problem",
@@ -306,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KIND",
         help="only books with a standing problem of this kind (repeatable): a stream's "
         "(malformed, gap, payload_conflict, ...), the book's (journal_missing, ...), "
-        "projection_failed, or unnamed_stream",
+        "projection_failed, or unnamed_stream (default: with a problem or none)",
     )
     fleet.add_argument(
         "--lagging",
@@ -317,12 +300,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit",
         type=_positive_int,
         metavar="N",
-        help="the N books whose lag is oldest first (the longest since a line was applied)",
+        help="the N books whose lag is oldest first, the longest since a line was applied "
+        "(default: every book, in book id order)",
     )
     fleet.add_argument(
         "--ref",
         metavar="REF",
-        help="the book behind a log's opaque reference (b-… and 10 hex digits)",
+        help="the book behind a log's opaque reference, b-… and 10 hex digits (default: none)",
     )
 
     commands.add_parser(
@@ -392,6 +376,11 @@ def build_parser() -> argparse.ArgumentParser:
         "entry point of the group platform_ingest.projections (repeatable; no default)",
     )
     rebuild.add_argument(
+        "--json",
+        action="store_true",
+        help="print each projection's report as JSON (default: a line of text each)",
+    )
+    rebuild.add_argument(
         "--batch-events",
         type=_count,
         default=REBUILD_BATCH_EVENTS_MAX,
@@ -415,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=ATTEMPTS_PER_RUN_MAX,
         metavar="N",
         help=f"at most N attempts this time (default {ATTEMPTS_PER_RUN_MAX})",
+    )
+    compact.add_argument(
+        "--json", action="store_true", help="print the report as JSON (default: text)"
     )
 
     prune = commands.add_parser(
@@ -440,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--dry-run", action="store_true", help="list the runs that would be pruned; change nothing"
     )
+    prune.add_argument(
+        "--json", action="store_true", help="print the report as JSON (default: text)"
+    )
 
     repair = commands.add_parser(
         "repair", help="settle a stopped run through the engine status", parents=[audited]
@@ -449,8 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--status-command",
         default=DEFAULT_STATUS_COMMAND,
         metavar="CMD",
-        help=f"the engine's status command; BOOK_DIR --json is appended "
-        f"(default: {DEFAULT_STATUS_COMMAND!r})",
+        help="the engine's status command, split into words as a shell would (no shell runs "
+        "it); BOOK_DIR and --json are appended. A host without engine-events (the platform-ingest "
+        f"distribution does not install it) gives its own (default: {DEFAULT_STATUS_COMMAND!r})",
     )
     repair.add_argument(
         "--status-timeout-s",
@@ -467,9 +463,56 @@ def build_parser() -> argparse.ArgumentParser:
         action=_Deprecated,
         help=argparse.SUPPRESS,
     )
+    completion = commands.add_parser(
+        "completion", help="print a completion script for the shell, made from this parser"
+    )
+    completion.add_argument(
+        "shell",
+        choices=COMPLETION_SHELLS,
+        help="the shell to complete for (bash; zsh through its bashcompinit)",
+    )
     for command, subparser in commands.choices.items():
+        _global_options(subparser, after_command=True)
         subparser.set_defaults(handler=HANDLERS[command])
     return parser
+
+
+def _global_options(parser: argparse.ArgumentParser, *, after_command: bool) -> None:
+    """The options of the whole command line, before the command (`after_command` False, with
+    their defaults) or after it, where every command's parser takes them too: there they have no
+    default (`argparse.SUPPRESS`), so that a value given before the command is kept unless the
+    option is given again after it, and then the one after wins (docs/platform/cli.md)."""
+    options = (
+        parser.add_argument_group("options of every command (before or after it)")
+        if after_command
+        else parser
+    )
+    options.add_argument(
+        "--version",
+        action=_Version,
+        help="print the installed version and exit",
+    )
+    options.add_argument(
+        "--dsn",
+        metavar="DSN",
+        default=argparse.SUPPRESS if after_command else os.environ.get("PLATFORM_INGEST_DSN"),
+        help="Postgres to use (default: $PLATFORM_INGEST_DSN, else libpq's PG* variables, else "
+        "an embedded server under --data-dir); `ps` shows it: prefer the environment",
+    )
+    options.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        default=argparse.SUPPRESS if after_command else Path(".platform-ingest"),
+        help="where the embedded Postgres keeps its data (default: .platform-ingest/ in the "
+        "current directory)",
+    )
+    add_log_options(
+        parser,
+        default_level="WARNING; run: INFO",
+        default_format="text; run: json",
+        after_command=after_command,
+    )
 
 
 def _stream_operands() -> argparse.ArgumentParser:

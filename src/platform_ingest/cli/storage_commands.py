@@ -1,19 +1,28 @@
 """The commands on stored state as a whole: `rebuild` (a projection caught up from the journals),
 `compact` (quiet attempts' line hashes into one digest) and `prune` (old ended runs deleted,
-audited). Each prints its report as JSON."""
+audited). Each prints its report as text, or as JSON with `--json`, and shows its progress on
+stderr when that is a terminal (`progress`)."""
 
 from __future__ import annotations
 
 import argparse
 
+from .._plain import plain
 from ..ingest.books import find_book
+from ..ingest.rebuild import RebuildReport
 from ..ingest.rebuild import rebuild as rebuild_projection
-from ..operate.compact import compact_quiet
-from ..operate.prune import prune_runs
+from ..operate.compact import CompactionReport, compact_quiet
+from ..operate.prune import PruneReport, prune_runs
 from .database import open_database
 from .exit_status import Exit
 from .ingest_commands import load_projections
 from .output import print_json
+from .progress import progress_line
+
+
+def _count(number: int, noun: str) -> str:
+    """`1 run`, `2 runs`."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def rebuild(args: argparse.Namespace) -> int:
@@ -22,22 +31,79 @@ def rebuild(args: argparse.Namespace) -> int:
     incomplete = False
     with open_database(args) as db:
         book_ids = [find_book(db, book_dir).book_id for book_dir in args.book_dirs] or None
+        of = "" if book_ids is None else f" of {len(book_ids)}"
         for projection in projections:
-            report = rebuild_projection(db, projection, book_ids, batch_events=args.batch_events)
-            print_json(report.as_json())
+            with progress_line() as line:
+
+                def show(report: RebuildReport) -> None:
+                    line.update(
+                        f"rebuild {report.projection}: book {report.books}{of}, "
+                        f"{_count(report.events_given, 'event')} given"
+                    )
+
+                report = rebuild_projection(
+                    db, projection, book_ids, batch_events=args.batch_events, progress=show
+                )
+            if args.json:
+                print_json(report.as_json())
+            else:
+                print(rebuild_text(report))
             incomplete = incomplete or bool(report.cannot_replay)
     return Exit.NOT_REPLAYABLE if incomplete else Exit.OK
 
 
+def rebuild_text(report: RebuildReport) -> str:
+    reset = "" if report.reset_from is None else f" (version {report.reset_from} reset)"
+    lines = [
+        f"projection {plain(report.projection)} version {report.version}{reset}: "
+        f"{_count(report.books, 'book')}, {_count(report.streams_caught_up, 'stream')} caught "
+        f"up, {_count(report.events_given, 'event')} given"
+    ]
+    lines.extend(
+        f"  cannot replay book {plain(each.book_id)} stream {plain(each.engine_run_id)} seqs "
+        f"{each.first_seq}..{each.last_seq}: {each.reason}: {plain(each.detail)}"
+        for each in report.cannot_replay
+    )
+    return "\n".join(lines)
+
+
 def compact(args: argparse.Namespace) -> int:
-    with open_database(args) as db:
-        report = compact_quiet(db, quiet_for_s=args.quiet_for_s, limit=args.limit)
-    print_json(report.as_json())
+    with open_database(args) as db, progress_line() as line:
+        report = compact_quiet(
+            db,
+            quiet_for_s=args.quiet_for_s,
+            limit=args.limit,
+            progress=lambda number, of: line.update(f"compact: attempt {number} of {of}"),
+        )
+    if args.json:
+        print_json(report.as_json())
+    else:
+        print(compact_text(report))
     return Exit.OK
 
 
+def compact_text(report: CompactionReport) -> str:
+    ids = f" ({', '.join(map(str, report.compacted))})" if report.compacted else ""
+    lines = [
+        f"{_count(len(report.compacted), 'attempt')} compacted{ids}, "
+        f"{_count(report.rows_deleted, 'line hash row')} deleted"
+    ]
+    # Each attempt compacted now had its rows deleted too: only what an earlier compaction
+    # (cut short) left is news.
+    left_before = [each for each in report.finished_deleting if each not in report.compacted]
+    if left_before:
+        lines.append(
+            "  finished deleting the rows an earlier compaction left of attempts "
+            + ", ".join(map(str, left_before))
+        )
+    lines.extend(
+        f"  attempt {attempt_id} skipped: {why}" for attempt_id, why in report.skipped.items()
+    )
+    return "\n".join(lines)
+
+
 def prune(args: argparse.Namespace) -> int:
-    with open_database(args) as db:
+    with open_database(args) as db, progress_line() as line:
         pruned = prune_runs(
             db,
             older_than_s=args.older_than_s,
@@ -45,6 +111,30 @@ def prune(args: argparse.Namespace) -> int:
             limit=args.limit,
             by=args.by,
             reason=args.reason,
+            progress=lambda number, of: line.update(f"prune: run {number} of {of}"),
         )
-    print_json(pruned.as_json())
+    if args.json:
+        print_json(pruned.as_json())
+    else:
+        print(prune_text(pruned))
     return Exit.OK
+
+
+def prune_text(report: PruneReport) -> str:
+    if report.dry_run:
+        lines = [
+            f"dry run: {_count(len(report.pruned), 'run')} would be pruned (nothing changed)",
+            *(f"  book {plain(run['book_id'])} run {run['run_id']}" for run in report.pruned),
+        ]
+    else:
+        lines = [
+            f"{_count(len(report.pruned), 'run')} pruned, {len(report.skipped)} skipped, "
+            f"{_count(report.cleaned, 'pruned attempt')} cleaned up",
+            *(
+                f"  book {plain(run['book_id'])} run {run['run_id']}: {run['state']}, "
+                f"{_count(len(run['streams']), 'stream')}"
+                for run in report.pruned
+            ),
+        ]
+    lines.extend(f"  run {run_id} skipped: {plain(why)}" for run_id, why in report.skipped.items())
+    return "\n".join(lines)

@@ -116,6 +116,10 @@ class RebuildReport:
         }
 
 
+RebuildProgress = Callable[[RebuildReport], None]
+"""Shown the report as it grows, for a person's view of a long rebuild (`rebuild`)."""
+
+
 def rebuild(
     db: Database,
     projection: Projection,
@@ -123,16 +127,20 @@ def rebuild(
     *,
     batch_events: int = BATCH_EVENTS_MAX,
     hook: RebuildHook | None = None,
+    progress: RebuildProgress | None = None,
 ) -> RebuildReport:
-    """Catch `projection` up on the given books (every registered book when None)."""
+    """Catch `projection` up on the given books (every registered book when None). `progress` is
+    shown the report as it grows: when a book is begun, and after each commit."""
     if batch_events < 1:
         raise ValueError("batch_events must be at least 1")
     (projection,) = check_projections([projection])
     report = RebuildReport(projection.name, projection.version)
     report.reset_from = _bring_to_version(db, projection)
-    run = _Rebuild(db, projection, report, batch_events, hook)
+    run = _Rebuild(db, projection, report, batch_events, hook, progress)
     for book_id in _book_ids(db) if book_ids is None else book_ids:
         report.books += 1
+        if progress is not None:
+            progress(report)
         run.book(load_book(db, book_id))
     db.execute(statements.PROJECTION_REBUILT, (projection.name,))
     return report
@@ -305,6 +313,7 @@ class _Rebuild:
     report: RebuildReport
     batch_events: int
     hook: RebuildHook | None
+    progress: RebuildProgress | None
 
     def book(self, book: BookView) -> None:
         """Every stream of the book behind the projection's tracking, caught up."""
@@ -414,6 +423,8 @@ class _Rebuild:
                 if moved != 1:
                     raise CursorMoved(f"the tracking of {projection.name} moved under the rebuild")
             report.events_given += len(events)
+            if self.progress is not None:
+                self.progress(report)
             if self.hook is not None:
                 self.hook(engine_run_id, covered)
 

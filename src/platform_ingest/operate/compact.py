@@ -64,6 +64,10 @@ class CompactionReport:
         }
 
 
+Progress = Callable[[int, int], None]
+"""Told `(n, of)` before the command takes on the n-th of `of` items (for a person's view)."""
+
+
 def _never() -> bool:
     return False
 
@@ -74,18 +78,22 @@ def compact_quiet(
     quiet_for_s: float = QUIET_FOR_S_DEFAULT,
     limit: int = ATTEMPTS_PER_RUN_MAX,
     stopping: Callable[[], bool] = _never,
+    progress: Progress | None = None,
 ) -> CompactionReport:
     """Compact up to `limit` quiet attempts, and finish any compaction a crash left half done.
     `stopping` is asked between bounded steps: when it says so, the call returns early (what is
-    left is finished by a later call)."""
+    left is finished by a later call). `progress` is told of each attempt before it is taken on."""
     if quiet_for_s < 0:
         raise ValueError("quiet_for_s must not be negative")
     report = CompactionReport()
     pending = [row[0] for row in db.fetch_tuples(statements.COMPACTIONS_PENDING, (limit,))]
     quiet = [row[0] for row in db.fetch_tuples(statements.QUIET_ATTEMPTS, (quiet_for_s, limit))]
-    for attempt_id in [*pending, *quiet]:
+    attempt_ids = [*pending, *quiet]
+    for number, attempt_id in enumerate(attempt_ids, start=1):
         if stopping():
             break
+        if progress is not None:
+            progress(number, len(attempt_ids))
         compact_attempt(db, attempt_id, quiet_for_s=quiet_for_s, report=report, stopping=stopping)
     return report
 

@@ -35,7 +35,7 @@ from ..decisions.views import AWAITING_STATES
 from ..ingest.books import book_lock_key, book_ref
 from ..store import statements
 from ..store.db import Database
-from .compact import DELETE_SEQS
+from .compact import DELETE_SEQS, Progress
 from .remedies import default_operator, record_action
 
 logger = logging.getLogger("platform_ingest")
@@ -73,13 +73,17 @@ def prune_runs(
     limit: int = RUNS_PER_CALL_MAX,
     by: str | None = None,
     reason: str = "",
+    progress: Progress | None = None,
 ) -> PruneReport:
-    """Prune up to `limit` runs unchanged for `older_than_s` seconds; finish earlier cleanups."""
+    """Prune up to `limit` runs unchanged for `older_than_s` seconds; finish earlier cleanups.
+    `progress` is told of each run before it is taken on."""
     if older_than_s < 0:
         raise ValueError("older_than_s must not be negative")
     report = PruneReport(dry_run=dry_run)
     candidates = db.fetch_all(statements.RUNS_TO_PRUNE, (older_than_s, older_than_s, limit))
-    for candidate in candidates:
+    for number, candidate in enumerate(candidates, start=1):
+        if progress is not None:
+            progress(number, len(candidates))
         run_id, book_id = int(candidate["run_id"]), str(candidate["book_id"])
         if dry_run:
             report.pruned.append({"book_id": book_id, "run_id": run_id})

@@ -2,7 +2,8 @@
 
 The platform never opens the engine's SQLite. It runs the engine's status command (`engine-events
 status BOOK_DIR --json` unless configured otherwise; the `engine-events` beside the running
-interpreter when there is one, else the one on `PATH`), which takes the engine's book lock without
+interpreter when there is one, else the one on `PATH`; a platform-only host, whose
+`platform-ingest` distribution brings no `engine-events`, gives its own with `--status-command`), which takes the engine's book lock without
 waiting: while an engine is live it exits 12 with `{"error": "project_locked"}` and the repair is
 refused (`EngineLive`). Otherwise it prints the engine's ledger, and the run of its latest stream
 gets `settled_micro_usd` = the engine's committed spend and the outcome it reports (`finished`
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -76,17 +78,49 @@ def _money(value: object, field: str) -> int:
     return value
 
 
+def status_argv(status_command: str, book_dir: str) -> list[str]:
+    """What runs: `status_command` split as a shell splits words (`shlex`; no shell runs it),
+    then BOOK_DIR and `--json`."""
+    try:
+        words = shlex.split(status_command)
+    except ValueError as error:
+        raise StatusUnreadable(
+            f"the status command {status_command!r} cannot be split into words ({error}): "
+            "correct --status-command"
+        ) from error
+    if not words:
+        raise StatusUnreadable("the status command is empty: give it with --status-command CMD")
+    return [*words, str(book_dir), "--json"]
+
+
+def _not_found(program: str) -> str:
+    return (
+        f"status command not found: {program}; repair runs the engine's status command "
+        "(engine-events, which the platform-ingest distribution does not install): install "
+        "engine-events on this host, or give another command with --status-command CMD (run as "
+        "CMD BOOK_DIR --json)"
+    )
+
+
+def require_status_command(status_command: str) -> None:
+    """Refuse a status command that cannot run on this host (`StatusUnreadable`), before
+    anything else is done: a platform-only host has no `engine-events`."""
+    program = status_argv(status_command, "")[0]
+    if shutil.which(program) is None:
+        raise StatusUnreadable(_not_found(program))
+
+
 def run_status(
     book_dir: str, status_command: str = DEFAULT_STATUS_COMMAND, timeout_s: float = STATUS_TIMEOUT_S
 ) -> dict[str, Any]:
     """Run the engine's status command over the book; return its JSON, or refuse."""
-    argv = [*shlex.split(status_command), str(book_dir), "--json"]
+    argv = status_argv(status_command, book_dir)
     try:
         completed = subprocess.run(  # the operator's configured command, no shell
             argv, capture_output=True, timeout=timeout_s, check=False
         )
     except FileNotFoundError as error:
-        raise StatusUnreadable(f"status command not found: {argv[0]}") from error
+        raise StatusUnreadable(_not_found(argv[0])) from error
     except subprocess.TimeoutExpired as error:
         raise StatusUnreadable(f"status command did not answer within {timeout_s:g} s") from error
     stdout = completed.stdout[:STATUS_OUTPUT_BYTES_MAX]
