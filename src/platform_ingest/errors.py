@@ -39,6 +39,7 @@
      ├── DatabaseError                         Postgres said no (translated in `db`, by SQLSTATE)
      │    ├── DataRefused                      a book's value Postgres cannot store (22, 23, 54)
      │    ├── DatabaseUnavailable (ConnectionError)   connection lost or refused: retryable
+     │    │    └── DatabaseRefusesWrites       the server answers but writes nothing: disk full, read-only
      │    ├── DatabaseTimeout (TimeoutError)          a statement or lock timeout: retryable
      │    ├── SchemaTooNew                     the database was migrated by a newer platform_ingest
      │    ├── SchemaTooOld                     the database needs `platform-ingest migrate`
@@ -478,6 +479,13 @@ class DataRefused(DatabaseError):
 
 class DatabaseUnavailable(DatabaseError, ConnectionError):
     """The connection was lost or could not be made. Retryable: the cursor is in Postgres."""
+
+
+class DatabaseRefusesWrites(DatabaseUnavailable):
+    """The server answers, but writes nothing: its disk is full (SQLSTATE 53100), or it is
+    read-only (25006: a hot standby, `default_transaction_read_only`). The same for every book,
+    and not mended by connecting again at once: the caller waits (the worker), or stops (a
+    sweep). Nothing of the refused transaction was committed."""
 
 
 class DatabaseTimeout(DatabaseError, TimeoutError):

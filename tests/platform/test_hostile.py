@@ -25,6 +25,7 @@ from platform_ingest import (
     BookPass,
     BookPathConflict,
     Database,
+    DatabaseUnavailable,
     DataRefused,
     JournalNotRegular,
     JournalOutsideRoots,
@@ -37,7 +38,7 @@ from platform_ingest.operate.naming import name_stream
 from platform_ingest.operate.repair import repair_book
 from platform_ingest.operate.show import show_state
 from platform_ingest.store import statements as _sql
-from platform_ingest.store.db import classify
+from platform_ingest.store.db import classify, unavailable_reason
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -112,7 +113,10 @@ def test_a_value_the_client_cannot_send_is_refused_data(db: Database, value: str
         ("40P01", "DatabaseTimeout"),
         ("08006", "DatabaseUnavailable"),
         ("57P01", "DatabaseUnavailable"),
-        ("53100", "DatabaseUnavailable"),
+        ("53100", "DatabaseRefusesWrites"),
+        ("53300", "DatabaseUnavailable"),
+        ("25006", "DatabaseRefusesWrites"),
+        ("25001", "DatabaseError"),
         ("42P01", "DatabaseError"),
         ("P0001", "DatabaseError"),
     ],
@@ -125,6 +129,30 @@ def test_classification_follows_the_sqlstate_class(
         sql.execute(f"DO $$ BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = '{sqlstate}'; END $$")
     assert caught.value.sqlstate == sqlstate
     assert classify(caught.value).__name__ == expected
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "reason"),
+    [
+        ("53100", "disk_full"),
+        ("25006", "read_only"),
+        ("53300", "too_many_connections"),
+        ("53400", "insufficient_resources"),
+        ("08006", "unreachable"),
+        (None, "unreachable"),
+        ("57P01", "shutting_down"),
+        ("57P03", "starting_up"),
+        ("57014", "timeout"),
+        ("58030", "system_error"),
+        ("XX000", "error"),
+    ],
+)
+def test_why_postgres_is_away_is_named_by_the_sqlstate(sqlstate: str | None, reason: str) -> None:
+    """The worker's `database_down_reason` label and log field: by the code, else its class; no
+    SQLSTATE is a connection the client lost or could not make."""
+    error = DatabaseUnavailable("away")
+    error.sqlstate = sqlstate
+    assert unavailable_reason(error) == reason
 
 
 def test_a_line_postgres_refuses_quarantines_its_stream_only(

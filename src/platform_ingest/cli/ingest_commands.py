@@ -7,7 +7,7 @@ import logging
 import sys
 
 from .._plain import display_path, plain
-from ..errors import ConfigError, IngestError, NotFound
+from ..errors import ConfigError, DatabaseUnavailable, IngestError, NotFound
 from ..ingest.book_pass import BookPass, Mode
 from ..ingest.books import book_ref, register_book, unnamed_streams
 from ..ingest.projection_step import install, projections_behind
@@ -38,7 +38,9 @@ def migrate(args: argparse.Namespace) -> int:
 
 
 def sweep(args: argparse.Namespace) -> int:
-    """One pass over each book; the worst exit status of the books."""
+    """One pass over each book; the worst exit status of the books. A database that is away or
+    takes no writes stops the sweep at once (exit 1): it is no book's problem, and every book
+    after would meet it too."""
     projections = load_projections(args)
     mode: Mode = "auto" if args.auto else "named"
     failed = Exit.OK
@@ -46,7 +48,7 @@ def sweep(args: argparse.Namespace) -> int:
     with open_database(args) as db:
         if projections:
             install(db, projections)
-        for book_dir in args.book_dirs:
+        for done, book_dir in enumerate(args.book_dirs):
             try:
                 book = register_book(db, book_dir, args.roots)
                 report = BookPass(db, book.book_id, mode=mode, projections=projections).run()
@@ -54,6 +56,14 @@ def sweep(args: argparse.Namespace) -> int:
                 print(f"platform-ingest: {about(book_dir, error)}", file=sys.stderr)
                 failed = max(failed, Exit.USAGE)
                 continue
+            except DatabaseUnavailable as error:
+                left = len(args.book_dirs) - done
+                print(
+                    f"platform-ingest: the sweep stops, {left} of {len(args.book_dirs)} books "
+                    f"not passed: {plain(str(error))}",
+                    file=sys.stderr,
+                )
+                return Exit.FAILED
             except IngestError as error:
                 print(
                     f"platform-ingest: {display_path(book_dir)}: the pass could not run: "

@@ -49,6 +49,7 @@ from ..decisions.views import (
 from ..errors import (
     BookProblemKind,
     CursorMoved,
+    DatabaseRefusesWrites,
     DatabaseTimeout,
     DatabaseUnavailable,
     DataRefused,
@@ -150,7 +151,8 @@ class BookPass:
 
     def run(self) -> PassReport:
         """One pass; starts over (bounded) after contention, a lost connection, a deadlock or a
-        serialization conflict. A bounded wait that ran out (a statement or lock timeout) is
+        serialization conflict. A server that takes no writes (`DatabaseRefusesWrites`: disk full,
+        read-only) is raised at once, recorded nowhere: it is no book's problem. A bounded wait that ran out (a statement or lock timeout) is
         recorded on the book (`database_timeout`) and raised: the book's problem, not the
         worker's.
 
@@ -199,6 +201,11 @@ class BookPass:
                 )
                 if not self.db.is_open:
                     self.db.reconnect()
+            except DatabaseRefusesWrites:
+                # The server answers and writes nothing (disk full, read-only): no book's fault,
+                # and connecting again at once meets the same refusal. The caller waits (the
+                # worker) or stops (a sweep); the next pass goes on from the cursor.
+                raise
             except DatabaseUnavailable as error:
                 logger.warning("pass over %s: %s; reconnecting", self.ref, type(error).__name__)
                 failures += 1

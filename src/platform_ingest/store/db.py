@@ -7,10 +7,12 @@ bounded: the connection is made with `connect_timeout`, and the session carries
 a held lock becomes a `DatabaseTimeout` that shows, never a hang.
 
 Driver errors are translated here and only here (`_translated`), by SQLSTATE class: a lost
-connection or a server in trouble becomes `DatabaseUnavailable`, a timeout `DatabaseTimeout` (both
-retryable by the caller, who then re-reads its cursor from Postgres), a value Postgres cannot
+connection or a server in trouble becomes `DatabaseUnavailable`, and a server that answers but
+writes nothing (disk full, read-only) its `DatabaseRefusesWrites`; a timeout `DatabaseTimeout`
+(all retryable by the caller, who then re-reads its cursor from Postgres), a value Postgres cannot
 store (classes 22, 23, 54) `DataRefused` (the problem of the book whose lines carry it, never a
-reason to reconnect), anything else `DatabaseError`. Nothing is retried in this module. (The
+reason to reconnect), anything else `DatabaseError`. `unavailable_reason` names, by the same
+SQLSTATE, why the database is away (the worker's metrics and logs show it). Nothing is retried in this module. (The
 caller may know better for one statement: a unique violation of the line hashes' COPY means another
 pass applied the line, and `apply` raises it as `CursorMoved`.)
 """
@@ -30,7 +32,14 @@ import psycopg.errors
 from psycopg.rows import BaseRowFactory, dict_row, tuple_row
 
 from .._backoff import Backoff
-from ..errors import DatabaseError, DatabaseTimeout, DatabaseUnavailable, DataRefused, IngestError
+from ..errors import (
+    DatabaseError,
+    DatabaseRefusesWrites,
+    DatabaseTimeout,
+    DatabaseUnavailable,
+    DataRefused,
+    IngestError,
+)
 from .copy_data import copy_data
 from .statement import Statement
 from .statements import LISTED_TEXTS, PLANS_DISCARD
@@ -69,6 +78,10 @@ def set_statement_hook(hook: StatementHook | None) -> None:
     _statement_hook = hook
 
 
+_REFUSES_WRITES_STATES = frozenset({"53100", "25006"})
+"""disk_full, read_only_sql_transaction: the server answers, and writes nothing (its disk is full;
+it is a hot standby, or `default_transaction_read_only` is on). Every book's writes meet the same
+refusal, and connecting again changes nothing until the disk or the setting does."""
 _UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
 """admin_shutdown, crash_shutdown, cannot_connect_now: the server is going or not yet back."""
 _TIMEOUT_STATES = frozenset({"57014", "55P03", "40001", "40P01", "25P03"})
@@ -97,6 +110,8 @@ def classify(error: psycopg.Error) -> type[DatabaseError]:
         return DatabaseUnavailable
     if state in _TIMEOUT_STATES:
         return DatabaseTimeout
+    if state in _REFUSES_WRITES_STATES:
+        return DatabaseRefusesWrites
     if state in _UNAVAILABLE_STATES or state[:2] in _SERVER_CLASSES:
         return DatabaseUnavailable
     if state[:2] in _DATA_CLASSES:
@@ -104,8 +119,34 @@ def classify(error: psycopg.Error) -> type[DatabaseError]:
     return DatabaseError
 
 
+_REASONS = {
+    "53100": "disk_full",
+    "53200": "out_of_memory",
+    "53300": "too_many_connections",
+    "25006": "read_only",
+    "57P01": "shutting_down",
+    "57P02": "crashed",
+    "57P03": "starting_up",
+}
+_REASONS_OF_CLASSES = {"08": "unreachable", "53": "insufficient_resources", "58": "system_error"}
+
+
+def unavailable_reason(error: DatabaseError) -> str:
+    """Why Postgres cannot do the work, by the error's SQLSTATE (its class when the code itself
+    is not named): `disk_full`, `read_only`, `unreachable` (a lost or refused connection: class
+    08, or raised by the client with no SQLSTATE), `shutting_down`, `starting_up`, `timeout`, ...
+    One of a short fixed list, so that a metric may carry it as a label."""
+    state = error.sqlstate
+    if state is None:
+        return "unreachable"
+    if state in _TIMEOUT_STATES:
+        return "timeout"
+    return _REASONS.get(state) or _REASONS_OF_CLASSES.get(state[:2], "error")
+
+
 _MESSAGES: dict[type[DatabaseError], str] = {
     DatabaseTimeout: "Postgres wait passed its bound or broke a deadlock",
+    DatabaseRefusesWrites: "Postgres takes no writes",
     DatabaseUnavailable: "Postgres connection lost or refused",
     DataRefused: "Postgres cannot store a value of this book",
     DatabaseError: "Postgres refused the operation",

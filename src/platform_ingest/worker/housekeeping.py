@@ -4,8 +4,8 @@ own, so that it never holds up a pass.
 Every `interval_s` it compacts what has been quiet for `quiet_for_s` (`compact.compact_quiet`,
 a bounded number of attempts a round). Several workers may do it at once: compaction takes the
 book's advisory lock and compares before it writes, so the only cost of a race is a read done
-twice. A failure (Postgres away) is logged, and the next round tries again; it never stops the
-worker.
+twice. A failure (Postgres away) is logged once per episode (a WARNING; the rounds that fail after
+it, at DEBUG), and the next round tries again; it never stops the worker.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class Housekeeping:
         self.metrics = metrics
         self.log = log
         self.db = Database(dsn, database_settings, application_name=APPLICATION_NAME)
+        self.failing = False
+        """The last round failed: the next failures of the episode are not warned of again."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="housekeeping", daemon=True)
 
@@ -67,9 +69,14 @@ class Housekeeping:
                 self.db, quiet_for_s=self.quiet_for_s, stopping=self._stop.is_set
             )
         except IngestError as error:
-            self.log.warning("housekeeping: compaction failed (%s); next round later", error)
+            level = logging.DEBUG if self.failing else logging.WARNING
+            self.log.log(level, "housekeeping: compaction failed (%s); next round later", error)
+            self.failing = True
             self.db.close()  # a fresh connection next round
             return
+        if self.failing:
+            self.log.info("housekeeping: compaction goes on")
+            self.failing = False
         if report.compacted:
             self.metrics.attempts_compacted.inc(len(report.compacted))
             self.log.info(

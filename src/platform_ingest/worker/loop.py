@@ -17,16 +17,23 @@ What wakes a pass over a book the worker works (its `trigger` in the metrics):
   (a change notification that never came) or whose scan epoch moved (`name`, `release`);
 - `retry`: a pass found the book busy (another worker's pass holds it), or could not finish.
 
-Postgres going away: a pass or a survey that meets `DatabaseUnavailable`, or a survey, membership
-check or registration that meets `DatabaseTimeout` (the named operational errors; nothing else is
-retried), marks the database down. A pass whose bounded waits run out again and again (a lock held
-on its book's rows, a projection's slow statement) is its book's problem instead
+Postgres going away: a pass or a survey that meets `DatabaseUnavailable` (a server that answers
+and writes nothing, its disk full or read-only, is one: `DatabaseRefusesWrites`), or a survey,
+membership check or registration that meets `DatabaseTimeout` (the named operational errors;
+nothing else is retried), marks the database down. A pass whose bounded waits run out again and
+again (a lock held on its book's rows, a projection's slow statement) is its book's problem instead
 (`database_timeout`, `book_pass`): the book is tried again after a doubling wait (0.5 s to 60 s) and
-every other book goes on. The worker then tries
-to connect again after a jittered, growing wait (at most `database_wait_max_s`), each try bounded
-by the connect timeout, and meanwhile does nothing else; once connected it passes all its books,
-each from its cursor in Postgres. The state shows: `database_up 0` in the metrics, lag growing in
-`show`, one WARNING per episode in the logs.
+every other book goes on. The worker then tries again after a jittered, growing wait (at most
+`database_wait_max_s`): it connects, each try bounded by the connect timeout, and does the work
+that was due, and meanwhile does nothing else. Postgres is back only once that work went through
+(a full or read-only server takes connections and answers reads); then the worker passes all its
+books behind, each from its cursor in Postgres. The state shows: `database_up 0` in the metrics
+with why (`database_down_reason{reason, sqlstate}`), lag growing in `show`, one WARNING per
+episode in the logs.
+
+Postgres gone back in time (restored from an older backup, a lagging replica promoted): the
+cursors are older, so the books are behind and passed again; a book whose row is gone is
+registered again (`Survey.registration_lost`).
 
 SIGTERM or SIGINT (`request_stop`): the batch in flight is committed (a pass stops before its next
 transaction begins), the watcher stops, the session ends (its books go to the other workers at
@@ -64,7 +71,7 @@ from ..ingest.book_pass import BookPass, Mode, PassReport
 from ..ingest.projection_step import install
 from ..operate.compact import QUIET_FOR_S_DEFAULT
 from ..projections import Projection, check_projections
-from ..store.db import Database, DatabaseSettings
+from ..store.db import Database, DatabaseSettings, unavailable_reason
 from .control import ControlListener
 from .health import Health, serve
 from .housekeeping import Housekeeping
@@ -198,6 +205,8 @@ class Worker:
         self._stopping = False
         self.schedule = Schedule()
         self.away = PostgresAway(settings.database_wait_max_s)
+        self._away_reason: str | None = None
+        """Why Postgres is away in the episode going on (`store.db.unavailable_reason`)."""
         self.survey = Survey(
             self.db,
             self.roots,
@@ -305,6 +314,13 @@ class Worker:
                 self._passes()
             except (DatabaseUnavailable, DatabaseTimeout) as error:
                 self._database_failed(error)
+                continue
+            # The work went through: only now is Postgres back, not when it took a connection
+            # (a server whose disk is full, or that is read-only, takes one and writes nothing).
+            if self.away.away:
+                self._back()
+            else:
+                self.metrics.database_up.set(1)
 
     def _wait_s(self) -> float:
         now = time.monotonic()
@@ -409,7 +425,14 @@ class Worker:
             metrics.pass_failures.labels("CursorMoved").inc()
             self.schedule.retry(book.path, due, wait_s=BUSY_RETRY_WAIT_S)
             return
-        except (JournalUnreadable, NotFound, DatabaseError) as error:
+        except NotFound:
+            # The book's row is gone while its directory is here: Postgres was restored from a
+            # backup (or a replica promoted) older than the book's registration. Registered
+            # again, it is read from byte 0 and each of its lines applied once.
+            metrics.pass_failures.labels("NotFound").inc()
+            self.survey.registration_lost(book)
+            return
+        except (JournalUnreadable, DatabaseError) as error:
             # The book's own trouble (shown by `show` as its problem): the other books go on, and
             # the survey passes this one again when its journal changes.
             reason = type(error).__name__
@@ -425,7 +448,6 @@ class Worker:
         if book.trouble is not None:
             self.log.info("pass over %s goes through again", book.ref)
             book.trouble = None
-        metrics.database_up.set(1)
         self._count(book, due, report)
 
     def _book_failed(
@@ -457,24 +479,32 @@ class Worker:
     # --- Postgres away --------------------------------------------------------------------------
 
     def _database_failed(self, error: DatabaseError) -> None:
-        self.metrics.database_up.set(0)
+        """Postgres cannot do the work: the episode begins (one WARNING, with why: the reason
+        and SQLSTATE, also in the metrics), or goes on, each try after a longer wait."""
+        reason, sqlstate = unavailable_reason(error), error.sqlstate or "client"
+        self.metrics.database_down(reason, sqlstate)
         self.metrics.database_errors.labels(type(error).__name__).inc()
+        fields = {"reason": reason, "sqlstate": sqlstate}
         if self.away.failed(time.monotonic()):
             self.log.warning(
-                "Postgres is away (%s); the worker waits and reconnects", type(error).__name__
+                "Postgres is away (%s, SQLSTATE %s); the worker waits and tries again",
+                reason,
+                sqlstate,
+                fields=fields,
             )
+        elif reason != self._away_reason:
+            self.log.info(
+                "Postgres is still away, now %s (SQLSTATE %s)", reason, sqlstate, fields=fields
+            )
+        self._away_reason = reason
 
     def _reconnect(self) -> bool:
+        """Try once to connect; the episode goes on until the work goes through (`_back`)."""
         try:
             self.db.connect_once()
         except DatabaseUnavailable as error:
             self._database_failed(error)
             return False
-        down_s = self.away.back(time.monotonic())
-        self.metrics.database_up.set(1)
-        self.log.warning(
-            "Postgres is back after %.1f s; every book goes on from its cursor", down_s
-        )
         # What was due before (a pass Postgres interrupted, a notification) is still scheduled;
         # what was missed meanwhile shows as lag: the safety pass, at once, measures every book in
         # pages and passes only those behind, not every book (10,000 idle books would each get a
@@ -482,3 +512,11 @@ class Worker:
         self.survey.next_membership = 0.0
         self.survey.next_survey = 0.0
         return True
+
+    def _back(self) -> None:
+        down_s = self.away.back(time.monotonic())
+        self._away_reason = None
+        self.metrics.database_back()
+        self.log.warning(
+            "Postgres is back after %.1f s; every book goes on from its cursor", down_s
+        )

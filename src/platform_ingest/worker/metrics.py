@@ -18,8 +18,9 @@ an operator looking for WHICH book lags runs `platform-ingest show --json` (its 
     platform_ingest_lag_bytes_max                  the largest one book's lag
     platform_ingest_books_behind                   owned books with complete lines past the cursor
     platform_ingest_lag_age_seconds_max            among those, the longest time since a line was applied: a stuck book grows it
-    platform_ingest_database_up                    1 while the last statement succeeded
-    platform_ingest_database_errors_total{error}   unavailable or timeout
+    platform_ingest_database_up                    1 while Postgres does the work; 0 while it is away
+    platform_ingest_database_down_reason{reason,sqlstate}  1 for why it is away (disk_full 53100, read_only 25006, ...); no series while up
+    platform_ingest_database_errors_total{error}   unavailable, refusing writes, or timeout
     platform_ingest_watcher_up                     1 while change notification works (0: survey passes only)
     platform_ingest_last_survey_timestamp_seconds  when the safety-net survey last completed
 
@@ -121,12 +122,18 @@ class Metrics:
         )
         self.database_up = Gauge(
             prefix + "database_up",
-            "1 while the last Postgres statement succeeded",
+            "1 while Postgres does the work, 0 while it is away (see database_down_reason)",
+            registry=registry,
+        )
+        self.database_down_reason = Gauge(
+            prefix + "database_down_reason",
+            "1 for why Postgres is away, by reason and SQLSTATE; no series while it is up",
+            ["reason", "sqlstate"],
             registry=registry,
         )
         self.database_errors = Counter(
             prefix + "database_errors",
-            "Postgres unavailable or timing out",
+            "Postgres unavailable, refusing writes, or timing out",
             ["error"],
             registry=registry,
         )
@@ -168,3 +175,13 @@ class Metrics:
             ["projection"],
             registry=registry,
         )
+
+    def database_down(self, reason: str, sqlstate: str) -> None:
+        """Postgres is away for `reason` (its SQLSTATE, or "client"): the one reason shown."""
+        self.database_up.set(0)
+        self.database_down_reason.clear()
+        self.database_down_reason.labels(reason, sqlstate).set(1)
+
+    def database_back(self) -> None:
+        self.database_up.set(1)
+        self.database_down_reason.clear()

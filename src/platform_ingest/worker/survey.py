@@ -208,6 +208,24 @@ class Survey:
                 claimed.append(book)
         self._claim(claimed, rows)
 
+    def registration_lost(self, book: Book) -> None:
+        """The book's row is not in Postgres any more (a restore from an older backup, a replica
+        promoted that had not seen it): it is registered again at once, as a new directory is,
+        with one WARNING. Registered again, it is claimed, and its lag (every line of its journal)
+        passes it."""
+        if book.book_id and self._by_id.get(book.book_id) is book:
+            del self._by_id[book.book_id]
+        self.log.warning(
+            "%s is not registered in Postgres any more (restored from an older backup?); "
+            "registered again, its journal is read from its start",
+            book.ref,
+        )
+        book.book_id = None
+        book.owned = False
+        book.epoch = None
+        self.schedule.drop(book.path)
+        self.rescan_roots.add(book.path.parent)
+
     def _assign(self, book: Book) -> bool:
         """Whether the book is this worker's now; True when it just became so (a claim)."""
         if not book.book_id:
@@ -288,7 +306,6 @@ class Survey:
         """Look up the live workers; the books that changed hands are claimed or dropped."""
         self.next_membership = time.monotonic() + self.membership_interval_s
         members = group(live_workers(self.db), self.worker_id, self.digest)
-        self.metrics.database_up.set(1)
         if members == self.group and self._counted:
             return
         changed = members != self.group
@@ -356,8 +373,11 @@ class Survey:
         ]
         if self.projections and owned_ids:
             tally.projection_behind.update(projections_behind(self.db, owned_ids, self.projections))
-        self.metrics.database_up.set(1)
         now = time.monotonic()
+        for book_id in sorted(set(ids) - {row["book_id"] for row in rows}):
+            lost = self._by_id.get(book_id)
+            if lost is not None and lost.owned:
+                self.registration_lost(lost)
         for row in rows:
             book = self._by_id.get(row["book_id"])
             if book is None or not book.owned:
