@@ -1,10 +1,12 @@
 """Postgres failing under a pass: a connection killed mid-batch, the server restarted.
 
-Nothing committed is lost, nothing is applied twice, and the pass goes on from the cursor.
+Nothing committed is lost, nothing is applied twice, and the pass goes on from the cursor. A
+worker whose pass made its session again says so: its membership rested on the session lost.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -14,7 +16,19 @@ import psycopg
 import pytest
 
 from platform_ingest import BookPass, Database, DatabaseSettings, migrate, register_book
-from platform_journals import RUN_A, attempts, hello, only_run, spend, unit_done, write
+from platform_ingest.worker.loop import Worker, WorkerSettings
+from platform_journals import (
+    RUN_A,
+    append,
+    attempts,
+    hello,
+    only_run,
+    spend,
+    sweep,
+    unit_done,
+    wait_for,
+    write,
+)
 from server_fixtures import pg_ctl as _pg_ctl
 from server_fixtures import start_again
 
@@ -67,10 +81,12 @@ def test_connection_killed_mid_batch_loses_nothing_and_doubles_nothing(
             pid = db.backend_pid
             sql.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
-    report = BookPass(
+    book_pass = BookPass(
         db, "book-1", mode="auto", batch_lines_max=25, commit_hook=kill_third_batch
-    ).run()
+    )
+    report = book_pass.run()
     assert report.restarts == 1
+    assert len(book_pass.reconnected_after_s) == 1  # the session it made again
     assert report.lines_applied == LINES
     _check_applied_once(db, book, sql)
 
@@ -114,3 +130,66 @@ def test_server_restart_mid_pass_loses_nothing_and_doubles_nothing(
             _check_applied_once(db, book, sql)
     finally:
         db.close()
+
+
+def test_a_worker_whose_pass_made_its_session_again_logs_that_postgres_was_away(
+    fresh_dsn: str,
+    db: Database,
+    tmp_path: Path,
+    sql: psycopg.Connection[tuple[object, ...]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The worker's session ends while a pass waits inside its transaction, and the pass makes
+    it again itself: no away episode begins (no `Postgres is away`), yet the session the
+    worker's membership rested on is gone, so the worker logs at WARNING that Postgres was away,
+    and the line goes through once."""
+    caplog.set_level(logging.INFO, logger="platform_ingest")
+    root = tmp_path / "books"
+    book = root / "book-1"
+    book.mkdir(parents=True)
+    write(book, hello(book="book-1"), spend(2, 10))
+    sweep(db, book)
+    worker = Worker(
+        fresh_dsn,
+        WorkerSettings(roots=[root], mode="auto", compact_quiet_s=None),
+        worker_id="w-again",
+    )
+    name = "platform-ingest worker w-again %"
+
+    def waits_for_a_lock() -> bool:
+        row = sql.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE application_name LIKE %s", (name,)
+        ).fetchone()
+        return row == ("Lock",)
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+    thread = threading.Thread(target=worker.run, name="worker")
+    with psycopg.connect(fresh_dsn) as blocker:
+        blocker.execute("SELECT 1 FROM attempts WHERE book_id = 'book-1' FOR UPDATE")
+        thread.start()
+        try:
+            append(book, spend(3, 20))
+            wait_for("the pass waits for its cursor's row", waits_for_a_lock)
+            sql.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name LIKE %s",
+                (name,),
+            )
+            blocker.rollback()
+            wait_for("the line goes through", lambda: attempts(db, book)[RUN_A]["last_seq"] == 3)
+            wait_for(
+                "the worker logs that Postgres was away",
+                lambda: any(message.startswith("Postgres was away") for message in warnings()),
+            )
+            assert not any(message.startswith("Postgres is away") for message in warnings())
+            errors = worker.metrics.registry.get_sample_value(
+                "platform_ingest_database_errors_total", {"error": "DatabaseUnavailable"}
+            )
+            assert errors == 1
+        finally:
+            worker.request_stop()
+            thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert only_run(db, book)["committed_micro_usd"] == 20

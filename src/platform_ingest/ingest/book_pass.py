@@ -28,6 +28,7 @@ the state the rules decide over, answers their hash lookups, and commits what th
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,10 @@ class BookPass:
         self.lines_committed = 0
         self.isolating = False
         """True while the pass commits one line a transaction, to find the line Postgres refused."""
+        self.reconnected_after_s: list[float] = []
+        """For each time the last `run()` lost its connection and made it again: how long that
+        took. The session was new each time: what Postgres tied to the old one (a worker's
+        membership, advisory locks) had ended with it."""
 
     def run(self) -> PassReport:
         """One pass; starts over (bounded) after contention, a lost connection, a deadlock or a
@@ -164,6 +169,7 @@ class BookPass:
         restarts = contention = failures = conflicts = refusals = 0
         self.lines_committed = 0
         self.isolating = False
+        self.reconnected_after_s = []
         while True:
             try:
                 report = self._locked_pass()
@@ -211,7 +217,9 @@ class BookPass:
                 failures += 1
                 if failures > RESTARTS_AFTER_FAILURE_MAX:
                     raise
+                lost_at = time.monotonic()
                 self.db.reconnect()
+                self.reconnected_after_s.append(time.monotonic() - lost_at)
             else:
                 report.restarts = restarts
                 report.lines_applied = self.lines_committed

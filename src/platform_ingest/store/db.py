@@ -4,7 +4,11 @@ Every statement goes through `Database.execute` (or `fetch_*`, or `copy` for a l
 `COPY ... FROM STDIN`), which refuses a text that is not in `statements.STATEMENTS`. Every wait is
 bounded: the connection is made with `connect_timeout`, and the session carries
 `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`, so a stuck server or
-a held lock becomes a `DatabaseTimeout` that shows, never a hang.
+a held lock becomes a `DatabaseTimeout` that shows, never a hang. A network cut is bounded by the
+kernel on both ends of the socket, whatever was in flight when it came: TCP keepalive probes a
+connection with nothing unacknowledged, and `tcp_user_timeout` drops one whose sent data stays
+unacknowledged (keepalive never probes those); the lost connection is `DatabaseUnavailable`
+(docs/platform/workers.md, "A host cut off from Postgres").
 
 Driver errors are translated here and only here (`_translated`), by SQLSTATE class: a lost
 connection or a server in trouble becomes `DatabaseUnavailable`, and a server that answers but
@@ -63,10 +67,19 @@ class DatabaseSettings:
     reconnect_wait_s: float = 0.25
     reconnect_wait_max_s: float = 2.0
     tcp_keepalive_idle_s: int = 10
-    """A client that vanished (host down, network cut) is noticed by the server after about
-    `idle + interval * count` seconds; its session, and the worker's share of books, ends then."""
+    """A peer that vanished (host down, network cut) while the connection had nothing
+    unacknowledged is noticed after about `idle + interval * count` seconds, on both ends; the
+    worker's session, and its share of books, ends then."""
     tcp_keepalive_interval_s: int = 5
     tcp_keepalive_count: int = 3
+    tcp_user_timeout_ms: int = 25_000
+    """How long data sent on the connection may stay unacknowledged before the kernel drops it, on
+    both ends (libpq's `tcp_user_timeout`, and the server's for this session). Keepalive never
+    probes a socket with unacknowledged data: without this bound, a cut that comes while a reply
+    or a statement is in flight keeps the session for as long as the kernel retransmits (about 15
+    minutes with Linux's defaults), and the worker's books with it. The same as the keepalive's
+    `idle + interval * count`, so a cut ends the session 25 s after the last byte sent or received
+    on it, however it lands (a keepalive probe past this time also ends it)."""
 
 
 _statement_hook: StatementHook | None = None
@@ -212,6 +225,7 @@ class Database:
             f" -c tcp_keepalives_idle={settings.tcp_keepalive_idle_s}"
             f" -c tcp_keepalives_interval={settings.tcp_keepalive_interval_s}"
             f" -c tcp_keepalives_count={settings.tcp_keepalive_count}"
+            f" -c tcp_user_timeout={settings.tcp_user_timeout_ms}"
         )
         with _translated():
             return psycopg.connect(
@@ -224,6 +238,7 @@ class Database:
                 keepalives_idle=settings.tcp_keepalive_idle_s,
                 keepalives_interval=settings.tcp_keepalive_interval_s,
                 keepalives_count=settings.tcp_keepalive_count,
+                tcp_user_timeout=settings.tcp_user_timeout_ms,
             )
 
     @property

@@ -29,7 +29,11 @@ that was due, and meanwhile does nothing else. Postgres is back only once that w
 (a full or read-only server takes connections and answers reads); then the worker passes all its
 books behind, each from its cursor in Postgres. The state shows: `database_up 0` in the metrics
 with why (`database_down_reason{reason, sqlstate}`), lag growing in `show`, one WARNING per
-episode in the logs.
+episode in the logs. A pass that lost its connection and made it again
+itself (its two quick reconnects: a network cut that healed meanwhile, a restarted server) began no
+episode, yet the worker's session, and with it its membership, had ended: the worker logs one
+WARNING (`Postgres was away`) and looks at its membership and its books again at once, as at the
+end of an episode.
 
 Postgres gone back in time (restored from an older backup, a lagging replica promoted): the
 cursors are older, so the books are behind and passed again; a book whose row is gone is
@@ -383,18 +387,24 @@ class Worker:
                 self.survey.forget(book)
 
     def _pass(self, book: Book, due: Due) -> None:
+        assert book.book_id
+        book_pass = BookPass(
+            self.db,
+            book.book_id,
+            mode=self.settings.mode,
+            commit_hook=self._hook,
+            projections=self.projections,
+        )
+        self._run_pass(book, due, book_pass)  # a lost connection it could not make again: raised
+        if book_pass.reconnected_after_s:
+            self._session_made_again(sum(book_pass.reconnected_after_s))
+
+    def _run_pass(self, book: Book, due: Due, book_pass: BookPass) -> None:
         metrics = self.metrics
         metrics.passes.labels(due.trigger).inc()
-        assert book.book_id
         started = time.monotonic()
         try:
-            report = BookPass(
-                self.db,
-                book.book_id,
-                mode=self.settings.mode,
-                commit_hook=self._hook,
-                projections=self.projections,
-            ).run()
+            report = book_pass.run()
         except _Stopping:
             return
         except ProjectionFailed as error:
@@ -497,6 +507,21 @@ class Worker:
                 "Postgres is still away, now %s (SQLSTATE %s)", reason, sqlstate, fields=fields
             )
         self._away_reason = reason
+
+    def _session_made_again(self, waited_s: float) -> None:
+        """A pass lost the worker's session and made it again itself (a network cut that healed
+        while it tried, Postgres restarted, the backend ended): no away episode began, yet the
+        session, hence the worker's membership, had ended, and the other workers may have taken
+        its books meanwhile. Logged once at WARNING like an episode's end, and the membership and
+        the safety pass are looked at again at once, as after `_reconnect`."""
+        self.metrics.database_errors.labels("DatabaseUnavailable").inc()
+        self.log.warning(
+            "Postgres was away: a pass lost the worker's session and made it again after %.1f s;"
+            " every book goes on from its cursor",
+            waited_s,
+        )
+        self.survey.next_membership = 0.0
+        self.survey.next_survey = 0.0
 
     def _reconnect(self) -> bool:
         """Try once to connect; the episode goes on until the work goes through (`_back`)."""

@@ -7,9 +7,14 @@ started with). Postgres keeps 63 bytes of an application name, room for a worker
 characters; a longer id (up to 63, a cloud hostname and `-1`) is announced as its member id, `#`
 and 16 hex digits of its sha256, and every worker hashes books by the member ids it sees. It is live exactly as long as that session: a worker that exits, is killed or loses
 its host leaves `pg_stat_activity` when Postgres ends its session (at once for a process that died
-on the server's host or closed its socket; after the TCP keepalive probes, 10 + 3 x 5 = 25 s by
-default, for a host that vanished). Nothing per book is held in Postgres, so 10,000 books cost no
-lock-table entries.
+on the server's host or closed its socket; for a host that vanished or was cut off, 25 s by
+default after Postgres last heard from it or sent it something: the TCP keepalive probes a
+connection with nothing in flight, `tcp_user_timeout` drops one whose data stays unacknowledged,
+`store.db.DatabaseSettings`). Nothing per book is held in Postgres, so 10,000 books cost no
+lock-table entries, and no lease is needed: a worker cut off that still thinks a book its own can
+commit nothing twice (the cursor's compare-and-set, below), and the book's advisory lock its
+session may hold is freed only when that session ends (docs/platform/workers.md, "A host cut off
+from Postgres").
 
 Who works a book: among the live workers with the same roots digest, the one with the highest
 rendezvous score `sha256(worker id, book id)` (highest random weight hashing). Every worker
