@@ -354,6 +354,11 @@ class _Root:
             return
         session.watcher.on_root(self.path)
 
+    def on_events_lost(self) -> None:
+        # Called (watchdog 7.1.1 on) once every callback's `on_queue_overflow` has returned: each
+        # watch is repaired, so a rescan of the root now sees them all.
+        self.session.watcher.on_root(self.path)
+
 
 class _Book:
     """The inotify callback of one book directory: its journal changed."""
@@ -379,3 +384,6 @@ class _Book:
 
     def on_queue_overflow(self) -> None:
         pass  # the root's callback lists the root again
+
+    def on_events_lost(self) -> None:
+        pass  # the root's callback has the worker rescan the root
