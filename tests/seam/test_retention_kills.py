@@ -71,11 +71,18 @@ def _outbox_rows(book: Path) -> int:
     return int(rows)
 
 
-def _wait_for_lines(book: Path, lines: int, deadline_s: float = 30.0) -> None:
+def _hellos(book: Path) -> int:
     journal = book / "events.jsonl"
+    return journal.read_bytes().count(b'"type":"hello"') if journal.exists() else 0
+
+
+def _wait_for_hello(book: Path, hellos: int, deadline_s: float = 30.0) -> None:
+    """Until the journal holds `hellos` hellos: the new life's stream has begun. Not any new line:
+    a life first projects what the killed one committed and never wrote (lines of the stream
+    before), and a kill landing then would end a life that has no stream of its own."""
     deadline = time.monotonic() + deadline_s
-    while not journal.exists() or journal.read_bytes().count(b"\n") < lines:
-        assert time.monotonic() < deadline, "the engine wrote nothing"
+    while _hellos(book) < hellos:
+        assert time.monotonic() < deadline, "the engine wrote no hello"
         time.sleep(0.002)
 
 
@@ -86,12 +93,11 @@ def test_kills_around_the_outbox_prune_lose_no_line_and_no_money(
     chance = random.Random(20261203)
     killed = 0
     for _ in range(KILLS):
-        journal = book / "events.jsonl"
-        before = journal.read_bytes().count(b"\n") if journal.exists() else 0
+        before = _hellos(book)
         engine = subprocess.Popen(_demo(book), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         # Let it write its hello first, so each kill lands inside its life: a prune at start, a
         # flush and its prune, a projection, a close.
-        _wait_for_lines(book, before + 1)
+        _wait_for_hello(book, before + 1)
         time.sleep(chance.uniform(0.0, 0.08))
         engine.send_signal(signal.SIGKILL)
         _, stderr = engine.communicate(timeout=30)
