@@ -207,3 +207,28 @@ def test_a_worker_logs_a_stream_waiting_to_be_named_once(fresh_dsn: str, tmp_pat
         if worker.poll() is None:
             worker.kill()
             worker.wait(timeout=30)
+
+
+HOSTILE_RUN = "r-1\n2026-12-04T00:00:00.000Z ERROR platform_ingest: forged\x1b[31m\u202e"
+
+
+def test_a_hostile_stream_id_waiting_to_be_named_is_logged_on_one_plain_line(
+    fresh_dsn: str, db: Database, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stream id is a journal's text: a newline, a terminal escape or a direction override in
+    it is shown escaped in the warning (one line, nothing forged), kept exact in the JSON."""
+    book = make_book("book-1")
+    write(book, hello(HOSTILE_RUN), spend(2, 5))
+    assert main(["--dsn", fresh_dsn, "sweep", str(book), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["waiting_to_be_named"] == [HOSTILE_RUN]
+    (told,) = [line for line in captured.err.splitlines() if "waiting to be named" in line]
+    assert "forged" in told and "\\x0a" in told and "\\x1b" in told and "\\u202e" in told
+    assert not any(
+        line.startswith("2026-12-04T00:00:00.000Z") for line in captured.err.splitlines()
+    )
+    assert "\x1b" not in captured.err and "\u202e" not in captured.err
+    shown = book_state(db, book)
+    assert shown["waiting_to_be_named"][0]["engine_run_id"] == HOSTILE_RUN
+    text = render_text({"books": [shown]})
+    assert "\x1b" not in text and "\n2026-12-04" not in text

@@ -78,9 +78,9 @@ def sweep(args: argparse.Namespace) -> int:
                     "book %s: stream %s is waiting to be named (its hello at byte %d); nothing of"
                     " it is applied: run `platform-ingest name BOOK_DIR %s`, or sweep with --auto",
                     book_ref(book.book_id),
-                    engine_run_id,
+                    plain(engine_run_id),
                     offset,
-                    engine_run_id,
+                    plain(engine_run_id),
                 )
             swept.append(book.book_id)
             if args.json:

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._plain import plain
 from ..decisions.batch import BatchHashes
 from ..decisions.book_state import BookState
 from ..decisions.rules import StreamRules
@@ -568,7 +569,7 @@ class _Pass:
             logger.warning(
                 "book %s stream %s: %s at seq %s, byte %s -> %s",
                 self.ref,
-                problem.engine_run_id or "(before any hello)",
+                plain(problem.engine_run_id or "(before any hello)"),
                 problem.kind,
                 None if record is None else record.seq,
                 None if record is None else record.offset,

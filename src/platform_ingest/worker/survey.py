@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import get_args
 
 from .._logs import FieldsLogger
+from .._plain import plain
 from ..decisions.views import ATTEMPT_STATES
 from ..errors import BookProblemKind, StreamProblemKind
 from ..ingest.books import book_ref, path_ref, register_books
@@ -416,9 +417,9 @@ class Survey:
                 "book %s: stream %s is waiting to be named (its hello at byte %d); nothing of it"
                 " is applied: run `platform-ingest name BOOK_DIR %s`, or work the book with --auto",
                 book.ref,
-                hold.engine_run_id,
+                plain(hold.engine_run_id),
                 hold.offset,
-                hold.engine_run_id,
+                plain(hold.engine_run_id),
             )
 
     def _finish(self) -> None:
