@@ -375,6 +375,7 @@ class Survey:
         if self.projections and owned_ids:
             tally.projection_behind.update(projections_behind(self.db, owned_ids, self.projections))
         now = time.monotonic()
+        wall_now = datetime.now(UTC)  # the holds' ages, once a page
         for book_id in sorted(set(ids) - {row["book_id"] for row in rows}):
             lost = self._by_id.get(book_id)
             if lost is not None and lost.owned:
@@ -384,7 +385,7 @@ class Survey:
             if book is None or not book.owned:
                 continue  # gone, or another worker's since the survey began
             lag = lags[row["book_id"]]
-            tally.count_truths(row, lag)
+            tally.count_truths(row, lag, wall_now)
             self._tell_unnamed(book, lag)
             tally.books += 1
             tally.lag_bytes += lag.bytes
@@ -477,7 +478,7 @@ class _Tally:
     oldest_hold_s: dict[str, float] = field(default_factory=dict)
     projection_behind: Counter[str] = field(default_factory=Counter)
 
-    def count_truths(self, book: Row, lag: Lag) -> None:
+    def count_truths(self, book: Row, lag: Lag, now: datetime) -> None:
         """Count one book's attempts by state, its standing problems by kind, and its holds."""
         kinds: set[str] = set(book["problem_kinds"] or ())
         if book["error_kind"] is not None:
@@ -493,7 +494,6 @@ class _Tally:
         held = lag.held_by
         if held is not None:
             self.lines_held[held.kind] += lag.lines - lag.lines_unread
-        now = datetime.now(UTC)
         for hold in lag.holds:
             if hold.since is not None:
                 age = max(0.0, (now - hold.since).total_seconds())
