@@ -8,9 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from platform_ingest import Database, register_book
 from platform_ingest.errors import ConfigError
+from platform_ingest.operate import lag as lag_module
 from platform_ingest.store import statements as _sql
 from platform_ingest.worker.loop import Worker, WorkerSettings
 from platform_ingest.worker.membership import (
@@ -143,3 +146,30 @@ def test_a_bad_worker_id_is_refused_before_postgres(worker_id: str, tmp_path: Pa
         check_worker_id(worker_id)
     with pytest.raises(ConfigError, match="1 to 63 letters"):
         Worker("host=/nonexistent", WorkerSettings(roots=[tmp_path]), worker_id=worker_id)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=300)
+    | st.builds(
+        lambda time, tail: b'{"seq":1,"type":"hello","time":' + time + b',"data":{}}' + tail,
+        st.sampled_from(
+            [b'"2026-11-30T02:08:57"', b'"2026-11-30T02:08:57.213Z"', b'"nonsense"', b"12", b"null"]
+        ),
+        st.sampled_from([b"\n", b"", b"\r\n", b"\x00\n"]),
+    ),
+    st.integers(0, 400),
+)
+def test_the_time_of_a_stream_waiting_to_be_named_is_read_from_any_bytes(
+    tmp_path_factory: pytest.TempPathFactory, content: bytes, offset: int
+) -> None:
+    """Whatever the journal holds where the hello was (it may have changed since a pass judged
+    it), its time is an instant with its UTC offset or None: never an error, never a naive time
+    that a survey could not subtract from the clock."""
+    path = tmp_path_factory.mktemp("hello") / "events.jsonl"
+    path.write_bytes(content)
+    found = lag_module.hello_time(path, offset)
+    assert found is None or found.tzinfo is not None
+    valid = b'{"seq":1,"type":"hello","time":"2026-11-30T02:08:57.213Z","data":{}}'
+    if offset == 0 and content in (valid + b"\n", valid + b"\r\n"):
+        assert found is not None

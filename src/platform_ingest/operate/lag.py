@@ -198,11 +198,11 @@ def _holds(
     ]
     for row in unnamed:
         at = offset(row)
-        holds.append(Hold("unnamed", row["engine_run_id"], at, _hello_time(path, at)))
+        holds.append(Hold("unnamed", row["engine_run_id"], at, hello_time(path, at)))
     return tuple(sorted(holds, key=lambda hold: (hold.offset, hold.engine_run_id)))
 
 
-def _hello_time(path: Path, offset: int) -> datetime | None:
+def hello_time(path: Path, offset: int) -> datetime | None:
     """The `time` of the hello that begins at `offset`, or None when it cannot be read there."""
     try:
         fd = os.open(path, _COUNT_FLAGS)
@@ -220,9 +220,11 @@ def _hello_time(path: Path, offset: int) -> datetime | None:
     try:
         value = orjson.loads(line) if newline else None
         time = value["time"] if isinstance(value, dict) and value.get("type") == "hello" else None
-        return datetime.fromisoformat(time) if isinstance(time, str) else None
+        found = datetime.fromisoformat(time) if isinstance(time, str) else None
     except (orjson.JSONDecodeError, ValueError):
         return None
+    # The line may have changed since a pass judged it: a time with no UTC offset is no instant.
+    return found if found is not None and found.tzinfo is not None else None
 
 
 def book_lag(
