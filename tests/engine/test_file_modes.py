@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from local_user import LocalUser
 
 from engine_events import (
     DEFAULT_FILE_MODE,
@@ -28,6 +27,7 @@ from engine_events import (
     UnitDone,
     connect,
 )
+from local_user import LocalUser
 
 BOOK_FILES = (".engine.lock", "events.jsonl", "status.json", "engine.sqlite3")
 DATABASE_COMPANIONS = ("engine.sqlite3-wal", "engine.sqlite3-shm")
@@ -51,10 +51,12 @@ def _write_a_book(book: Path, **options: int) -> dict[str, int]:
     and -shm read while its connection is open (SQLite removes them at the last close)."""
     conn = connect(book / "engine.sqlite3", **options)
     try:
-        with Emitter.open(conn, book, chunker_version="c1", **options) as emitter:
-            with emitter.transaction():
-                emitter.emit(UnitDone(unit="u-1", index=0))
-                emitter.emit(Spend(committed_micro_usd=10))
+        with (
+            Emitter.open(conn, book, chunker_version="c1", **options) as emitter,
+            emitter.transaction(),
+        ):
+            emitter.emit(UnitDone(unit="u-1", index=0))
+            emitter.emit(Spend(committed_micro_usd=10))
         return {name: _mode(book / name) for name in (*BOOK_FILES, *DATABASE_COMPANIONS)}
     finally:
         conn.close()

@@ -146,11 +146,13 @@ def test_another_user_neither_connects_nor_reads_the_data(
             assert 0 not in _group_ids(_postmaster_pid(cluster_dir(data_dir)))
 
 
+@pytest.mark.parametrize("left_running", [False, True], ids=["stopped", "left-running"])
 def test_a_cluster_of_the_previous_release_is_closed_at_its_first_start(
-    other_user: LocalUser, open_base: Path
+    other_user: LocalUser, open_base: Path, left_running: bool
 ) -> None:
     """A data directory made as 0.2.0 made it (pgserver's own start: `trust` for every local
-    connection) keeps its data, and admits its owner alone once this release starts it."""
+    connection) keeps its data, and admits its owner alone once this release starts it, or joins
+    the server 0.2.0 left running."""
     working_directory = _working_directory(open_base, 40)
     data_dir = working_directory / ".platform-ingest"
     data_dir.mkdir()
@@ -160,7 +162,8 @@ def test_a_cluster_of_the_previous_release_is_closed_at_its_first_start(
         conn.execute("insert into kept values ('made by the previous release')")
         rules = conn.execute("select distinct auth_method from pg_hba_file_rules").fetchall()
     assert ("trust",) in rules  # the previous release's cluster, as it was
-    previous.cleanup()
+    if not left_running:
+        previous.cleanup()
 
     with embedded_postgres(data_dir) as dsn, psycopg.connect(dsn) as conn:
         assert conn.execute("select note from kept").fetchall() == [
