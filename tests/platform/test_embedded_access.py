@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 from local_user import LocalUser
+from platform_ingest.errors import EmbeddedServerError
 from platform_ingest.store.embedded import (
     _pgserver,
     cluster_dir,
@@ -223,3 +224,23 @@ def test_migrate_changes_the_mode_of_no_directory_it_did_not_create(
     finally:
         stop_postmasters([parent])
         shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a server started by root runs as another user")
+def test_programs_the_server_user_cannot_reach_are_refused_and_left_alone(
+    monkeypatch: pytest.MonkeyPatch, open_base: Path
+) -> None:
+    """Installed under a directory of mode 0700, the server's programs are out of the system
+    user's reach: the start is refused, naming that directory, whose mode is kept."""
+    private = open_base / "private"
+    private.mkdir(mode=0o700)
+    installed = private / "pginstall" / "bin"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr("platform_ingest.store.embedded.postgres_binaries", lambda: installed)
+    with (
+        pytest.raises(EmbeddedServerError, match=f"cannot reach its programs: {private} lets"),
+        embedded_postgres(open_base / ".platform-ingest"),
+    ):
+        pass
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
+    assert not cluster_dir(open_base / ".platform-ingest").exists()

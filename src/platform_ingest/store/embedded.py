@@ -244,6 +244,7 @@ def embedded_postgres(data_dir: Path) -> Iterator[str]:
     """Start (or join) the embedded server under `data_dir`; yield its DSN; stop it after, unless
     another command still uses it."""
     _pgserver()
+    data_dir = data_dir.absolute()  # the server's programs run in the cluster directory
     user = server_user()
     handles = _Handles(data_dir)
     try:
