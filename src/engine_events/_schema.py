@@ -41,7 +41,7 @@ def _create_empty(database: Path, file_mode: int) -> None:
     # SQLite would create it 0o644 less the umask; an empty file is an empty database to it.
     try:
         fd = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode)
-    except FileExistsError:
+    except OSError:  # there already, or not to be made: SQLite opens it, or says why not
         return
     os.close(fd)
 
