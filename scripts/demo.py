@@ -173,7 +173,7 @@ def main() -> int:
         (ROOT / book).mkdir()
     # A clean slate: the demo's own runs only (the data directory is the demo's to reset).
     shutil.rmtree(DATA_DIR / "postgres", ignore_errors=True)
-    DATA_DIR.mkdir(exist_ok=True)
+    DATA_DIR.mkdir(mode=0o700, exist_ok=True)  # the embedded server's data: its owner's alone
     log = DATA_DIR / "worker.log"
     console.print("Starting the embedded Postgres under .platform-ingest/ ...")
     with embedded_postgres(DATA_DIR) as dsn:

@@ -5,8 +5,8 @@ import path through `pythonpath` in pyproject.toml): `platform_journals` (hand-m
 workers as processes), `seam_model` (the seam simulation's model), `verdicts` (each reader's verdict
 on a line), `rule_cases` with `memory_platform` and `rule_model` (the reader's rules as cases, run in memory
 and against Postgres), `terminal` (a command run with its stderr on a pseudo-terminal),
-`shell_completion` (what bash offers with a completion script loaded) and the three fixture
-plugins named below. `server_fixtures` also fails the
+`shell_completion` (what bash offers with a completion script loaded) and the four fixture
+plugins named below (`local_user`: a second, unprivileged local user, and commands run as it). `server_fixtures` also fails the
 session when a Postgres server a test started is still running after it.
 """
 
@@ -17,7 +17,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["server_fixtures", "platform_fixtures", "seam_fixtures"]
+pytest_plugins = ["server_fixtures", "platform_fixtures", "seam_fixtures", "local_user"]
 # Helper modules whose asserts are the tests' own: pytest explains them when they fail.
 pytest.register_assert_rewrite("rule_cases", "rule_model", "memory_platform")
 

@@ -19,6 +19,7 @@ from ._events import (
     UnitDone,
 )
 from ._exit_codes import ExitCode
+from ._file_mode import DEFAULT_FILE_MODE
 from ._line import LINE_BYTES_MAX, encode_line, format_time
 from ._lock import BookLock
 from ._money import require_micro_usd, usd_to_micro_usd
@@ -30,6 +31,7 @@ from .errors import (
     DurabilityError,
     EngineEventsError,
     EventError,
+    FileModeInvalid,
     JournalWriteError,
     LineError,
     LineTooLong,
@@ -48,6 +50,7 @@ from .readers.decode import Line, decode_line
 
 __all__ = [
     "DATABASE_FILE_NAME",
+    "DEFAULT_FILE_MODE",
     "LINE_BYTES_MAX",
     "STREAM_VERSION",
     "STREAM_VERSIONS",
@@ -61,6 +64,7 @@ __all__ = [
     "Event",
     "EventError",
     "ExitCode",
+    "FileModeInvalid",
     "Finished",
     "Hello",
     "JournalErrorPolicy",

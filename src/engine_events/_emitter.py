@@ -39,6 +39,7 @@ from ._events import (
     require_writable_stream_version,
     stream_version_tuple,
 )
+from ._file_mode import DEFAULT_FILE_MODE, require_file_mode
 from ._journal_file import JournalFile, JournalIO, OsJournalIO
 from ._line import now_time
 from ._lock import BookLock
@@ -76,8 +77,10 @@ class Emitter:
         stream_version: str = STREAM_VERSION,
         retention: dt.timedelta | None = None,
         prune_interval_s: float = 60.0,
+        file_mode: int = DEFAULT_FILE_MODE,
     ) -> None:
         self._conn = conn
+        self._file_mode = file_mode
         self.stream_version = stream_version
         self.book_dir = book_dir
         self._lock = lock
@@ -119,6 +122,7 @@ class Emitter:
         stream_version: str = STREAM_VERSION,
         retention: dt.timedelta | None = None,
         prune_interval_s: float = 60.0,
+        file_mode: int = DEFAULT_FILE_MODE,
     ) -> Emitter:
         """Take the book lock, recover, and start a new stream with its `hello` (seq 1).
 
@@ -136,8 +140,15 @@ class Emitter:
         `prune_interval_s` seconds after a flush (at once again while batches come back full),
         and at close. None (the default) keeps every row. Anything but a `timedelta` of zero or
         more is refused with `RetentionInvalid` (exit 10) before the book is touched.
+
+        `file_mode` is the mode of the files the emitter creates in the book (the journal, the
+        lock, status.json), less the process's umask: by default 0o640 (the owner reads and
+        writes, its group reads, others nothing). One that takes the owner's read or write away,
+        or holds more than read and write bits, is refused with `FileModeInvalid` (exit 10)
+        before the book is touched. A file already there keeps its mode.
         """
         require_writable_stream_version(stream_version)
+        require_file_mode(file_mode)
         if retention is not None:
             require_retention(retention)
         if on_journal_error not in ("degrade", "fail"):
@@ -146,8 +157,8 @@ class Emitter:
             )
         book_path = Path(book_dir)
         owned_lock = lock is None
-        held = BookLock(book_path) if lock is None else lock
-        journal = JournalFile(book_path, io or OsJournalIO())
+        held = BookLock(book_path, file_mode=file_mode) if lock is None else lock
+        journal = JournalFile(book_path, io or OsJournalIO(), file_mode=file_mode)
         try:
             require_durable(conn)
             migrate(conn)
@@ -161,6 +172,7 @@ class Emitter:
                 stream_version=stream_version,
                 retention=retention,
                 prune_interval_s=prune_interval_s,
+                file_mode=file_mode,
             )
             emitter._degraded = emitter._journal_state() == "degraded"
             emitter._recover()
@@ -444,6 +456,8 @@ class Emitter:
             "updated_at": now_time(),
         }
         try:
-            write_status_file(self.book_dir, orjson.dumps(snapshot, option=orjson.OPT_INDENT_2))
+            write_status_file(
+                self.book_dir, orjson.dumps(snapshot, option=orjson.OPT_INDENT_2), self._file_mode
+            )
         except OSError as error:  # cosmetic: never let it stop the engine
             log.warning("status.json not written (errno %s)", error.errno)

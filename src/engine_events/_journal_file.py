@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from ._file_mode import DEFAULT_FILE_MODE
 from ._line import LINE_BYTES_MAX
 
 JOURNAL_FILE_NAME = "events.jsonl"
@@ -61,9 +62,12 @@ class JournalFile:
     """The append side of the journal. `size` is where the next line starts: the end of the last
     line known to be whole in the file."""
 
-    def __init__(self, book_dir: Path, io: JournalIO) -> None:
+    def __init__(
+        self, book_dir: Path, io: JournalIO, *, file_mode: int = DEFAULT_FILE_MODE
+    ) -> None:
         self.path = Path(book_dir) / JOURNAL_FILE_NAME
         self._io = io
+        self._file_mode = file_mode  # a new journal's, less the umask
         self._fd: int | None = None
         self.size = 0
 
@@ -81,9 +85,9 @@ class JournalFile:
         # regular file.
         flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
         try:
-            fd = self._io.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = self._io.open(self.path, flags | os.O_CREAT | os.O_EXCL, self._file_mode)
         except FileExistsError:
-            fd = self._io.open(self.path, flags, 0o644)
+            fd = self._io.open(self.path, flags, self._file_mode)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise OSError(errno.EINVAL, "the journal is not a regular file", str(self.path))

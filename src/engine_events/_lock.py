@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 from types import TracebackType
 
+from ._file_mode import DEFAULT_FILE_MODE, require_file_mode
 from .errors import BookDirectoryError, ProjectLocked
 
 LOCK_FILE_NAME = ".engine.lock"
@@ -23,14 +24,17 @@ symbolic link out of the book directory."""
 
 
 class BookLock:
-    """An exclusive, non-blocking lock on a book directory. Use as a context manager or `close()`."""
+    """An exclusive, non-blocking lock on a book directory. Use as a context manager or `close()`.
 
-    def __init__(self, book_dir: Path) -> None:
+    The lock file, when it is created here, takes `file_mode` less the process's umask."""
+
+    def __init__(self, book_dir: Path, *, file_mode: int = DEFAULT_FILE_MODE) -> None:
+        require_file_mode(file_mode)
         self.path = Path(book_dir) / LOCK_FILE_NAME
         if not Path(book_dir).is_dir():
             raise BookDirectoryError(errno.ENOENT, "book directory does not exist", str(book_dir))
         try:
-            fd = os.open(self.path, _LOCK_FLAGS | os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, _LOCK_FLAGS | os.O_RDWR | os.O_CREAT, file_mode)
         except OSError as error:
             raise BookDirectoryError(
                 error.errno, f"cannot create the book lock: {error.strerror}", str(self.path)

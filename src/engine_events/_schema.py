@@ -6,10 +6,12 @@ version is newer than this code's is refused before anything is written to it.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 from . import _sql
+from ._file_mode import DEFAULT_FILE_MODE, require_file_mode
 from ._sqlite import translated
 from .errors import DurabilityError, SchemaMismatch
 
@@ -20,13 +22,28 @@ _SYNCHRONOUS_FULL = 2  # PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA
 
 
 @translated()
-def connect(database: Path | str) -> sqlite3.Connection:
+def connect(database: Path | str, *, file_mode: int = DEFAULT_FILE_MODE) -> sqlite3.Connection:
     """Open a book's database the way engine_events wants a host to: WAL with synchronous=FULL,
-    and no implicit transactions (each one an explicit `BEGIN IMMEDIATE`)."""
+    and no implicit transactions (each one an explicit `BEGIN IMMEDIATE`).
+
+    A database created here takes `file_mode` less the process's umask (by default 0o640), and
+    SQLite gives its -wal and -shm files the database's mode."""
+    require_file_mode(file_mode)
+    if str(database) != ":memory:" and not str(database).startswith("file:"):
+        _create_empty(Path(database), file_mode)
     conn = sqlite3.connect(database, isolation_level=None, timeout=10.0)
     conn.execute(_sql.JOURNAL_MODE_WAL_SET)
     conn.execute(_sql.SYNCHRONOUS_FULL_SET)
     return conn
+
+
+def _create_empty(database: Path, file_mode: int) -> None:
+    # SQLite would create it 0o644 less the umask; an empty file is an empty database to it.
+    try:
+        fd = os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode)
+    except OSError:  # there already, or not to be made: SQLite opens it, or says why not
+        return
+    os.close(fd)
 
 
 @translated()

@@ -11,12 +11,12 @@ from pathlib import Path
 STATUS_FILE_NAME = "status.json"
 
 
-def write_status_file(book_dir: Path, content: bytes) -> None:
-    """Write to a temporary file, fsync it, rename it over status.json: a reader sees the old
-    snapshot or the new one, never half of one."""
+def write_status_file(book_dir: Path, content: bytes, file_mode: int) -> None:
+    """Write to a temporary file (mode `file_mode` less the umask), fsync it, rename it over
+    status.json: a reader sees the old snapshot or the new one, never half of one."""
     target = Path(book_dir) / STATUS_FILE_NAME
     temporary = target.with_name(f".{STATUS_FILE_NAME}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, file_mode)
     try:
         view = memoryview(content + b"\n")
         while view:

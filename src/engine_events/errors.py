@@ -11,6 +11,8 @@
      ├── StreamVersionNotSupported         the host asked for a stream version the emitter
      │    (ValueError)                     does not write (it writes `STREAM_VERSIONS`)
      ├── RetentionInvalid (ValueError)     a retention that is not a `timedelta` of zero or more
+     ├── FileModeInvalid (ValueError)      a file mode that takes the owner's read or write away,
+     │                                     or holds more than read and write bits
  ├── NotInTransaction (RuntimeError)   `emit` called outside the host's open transaction
      ├── StreamFinished (RuntimeError)     `emit` after the stream's `finished` was stored
      ├── DurabilityError                   the host's SQLite connection does not commit durably
@@ -111,6 +113,14 @@ class RetentionInvalid(EngineEventsError, ValueError):
     """The host asked for a retention that is not a `datetime.timedelta` of zero or more (a
     number of seconds, a negative span): a configuration error (exit 10), refused before the book
     is touched."""
+
+    exit_code = ExitCode.CONFIG_INVALID
+
+
+class FileModeInvalid(EngineEventsError, ValueError):
+    """The host asked for a mode for the book's files that is not an `int` of read and write bits
+    keeping the owner's read and write (0o600 to 0o666): a configuration error (exit 10), refused
+    before the book is touched."""
 
     exit_code = ExitCode.CONFIG_INVALID
 
