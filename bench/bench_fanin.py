@@ -43,7 +43,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +54,8 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
+from _report import FIGURES, figure, load_average, prose_to, say  # noqa: E402
 from _report import fresh_database as empty_database  # noqa: E402
-from _report import load_average  # noqa: E402
 from platform_ingest import Database, migrate  # noqa: E402
 from platform_ingest.store.embedded import embedded_postgres  # noqa: E402
 
@@ -375,6 +375,7 @@ def main() -> None:
     parser.add_argument("--dsn", default=os.environ.get("PLATFORM_INGEST_DSN"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    prose_to(sys.stderr if args.json else sys.stdout)
     rates = [int(rate) for rate in args.rates.split(",")]
     load_before = load_average()
     with tempfile.TemporaryDirectory(prefix="bench-fanin-") as directory:
@@ -426,60 +427,74 @@ def report(
     load_before: str,
     load_after: str,
 ) -> None:
-    if args.json:
-        print(
-            orjson.dumps(
-                {
-                    "books": args.books,
-                    "seconds": args.seconds,
-                    "samples": [asdict(sample) for sample in one + two],
-                    "big_pass_cpu_us_per_line": big,
-                    "load": [load_before, load_after],
-                },
-                option=orjson.OPT_INDENT_2,
-            ).decode()
-        )
-        return
-    print(
-        f"fan-in: {args.books} books, one line at a time to a random book, {args.seconds:g} s a rate"
+    say(
+        f"fan-in: {args.books} books, one line at a time to a random book,"
+        f" {args.seconds:g} s a rate"
     )
-    print(f"load average before {load_before}, after {load_after}, {os.cpu_count()} cores")
-    print()
-    print(
+    say(f"load average before {load_before}, after {load_after}, {os.cpu_count()} cores")
+    say("")
+    say(
         "| workers | lines/s offered | applied/s | p50 ms | p99 ms | max ms | commits/s"
         " | lines a commit | worker CPU µs/line | backend CPU µs/line |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    say("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for sample in one + two:
-        print(
+        say(
             f"| {sample.workers} | {sample.rate:,} | {sample.applied_per_s:,.0f}"
             f" | {sample.p50_ms:.1f} | {sample.p99_ms:.1f} | {sample.max_ms:.0f}"
             f" | {sample.commits_per_s:,.0f} | {sample.lines_per_commit:.2f}"
             f" | {sample.worker_cpu_us_per_line:.0f} | {sample.backend_cpu_us_per_line:.0f} |"
         )
+    for sample in one[: len(one) - (1 if two else 0)]:
+        figure(
+            f"p99 write to commit, {sample.rate:,} lines/s over {args.books:,} books",
+            "ms",
+            sample.p99_ms,
+            baseline_name="the target",
+            baseline=100.0,
+            target="<= 100 ms",
+        )
     if big is not None:
         worker_us, backend_us = big
-        print()
-        print(
-            f"big pass ({args.big_lines:,} lines, one book): worker {worker_us:.1f} µs/line,"
-            f" backend {backend_us:.1f} µs/line, together {worker_us + backend_us:.1f}"
-        )
         reference = worker_us + backend_us
-        for sample in one:
+        say("")
+        say(
+            f"big pass ({args.big_lines:,} lines, one book): worker {worker_us:.1f} µs/line,"
+            f" backend {backend_us:.1f} µs/line, together {reference:.1f}"
+        )
+        for sample in one[: len(one) - (1 if two else 0)]:
             spread = sample.worker_cpu_us_per_line + sample.backend_cpu_us_per_line
-            print(
+            say(
                 f"  at {sample.rate:,} lines/s over the books: {spread:.0f} µs/line,"
                 f" {spread / reference:.1f}x a big pass's (target <= 5x)"
             )
+            figure(
+                f"CPU a line (worker and backend), {sample.rate:,} lines/s over the books",
+                "µs",
+                spread,
+                baseline_name="a big pass's CPU a line",
+                baseline=reference,
+                target="<= 5x",
+            )
     if two:
-        solo = one[-1]
-        pair = two[-1]
-        print()
-        print(
+        solo, pair = one[-1], two[-1]
+        say("")
+        say(
             f"two workers at {pair.rate:,} lines/s offered: {pair.applied_per_s:,.0f} applied/s"
-            f" against one's {solo.applied_per_s:,.0f}: {pair.applied_per_s / max(1.0, solo.applied_per_s):.2f}x"
-            " (target >= 1.7x)"
+            f" against one's {solo.applied_per_s:,.0f}:"
+            f" {pair.applied_per_s / max(1.0, solo.applied_per_s):.2f}x (target >= 1.7x)"
         )
+        figure(
+            f"lines applied a second, two workers, {pair.rate:,} offered",
+            "lines/s",
+            pair.applied_per_s,
+            baseline_name="one worker",
+            baseline=solo.applied_per_s,
+            target=">= 1.7x",
+        )
+    if args.json:
+        notes = [f"load average before {load_before}, after {load_after}"]
+        print(orjson.dumps({"bench": "fanin", "figures": FIGURES, "notes": notes}).decode())
 
 
 if __name__ == "__main__":
