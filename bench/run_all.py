@@ -26,6 +26,8 @@ in `docs/performance.md`, which this runner never writes.
   journals of 10^3, 10^5 and 10^7 lines against reading and parsing them, and a survey's CPU per
   book over roots of 10^3, 10^4 and 10^5 books, idle and with 1 % of them growing, against
   listing the root and stat-ing each journal; each size against the smallest) likewise;
+- `bench/bench_fanin.py --json` (one worker, then two, over 5,000 books each growing a line at a
+  time, the rate swept: latency, commits, CPU a line against a big pass's) likewise;
 - `bench/bench_worker.py`, when present, is run with the options its `--help` offers (`--json` if
   it has it; otherwise its printed figures are kept as they are).
 
@@ -70,6 +72,7 @@ FULL = {
     "retention": [],
     "fleet": [],
     "growth": [],
+    "fanin": [],
 }
 QUICK = {
     "emitter": ["--events", "500", "--batched-events", "20000", "--memory-events", "100000"],
@@ -102,6 +105,18 @@ QUICK = {
     ],
     "fleet": ["--books", "2000", "--churn-s", "30", "--steady-s", "10"],
     "growth": ["--lines", "1000,100000", "--books", "1000,5000", "--surveys", "3"],
+    "fanin": [
+        "--books",
+        "300",
+        "--rates",
+        "100,1000",
+        "--seconds",
+        "3",
+        "--two-workers-rate",
+        "1000",
+        "--big-lines",
+        "5000",
+    ],
 }
 WORKER_QUICK = {
     "--lines": "200",
@@ -411,6 +426,13 @@ def main() -> None:
         run(
             "Workers: a fleet sharing books, one killed and restarted every 10 s",
             ["bench/bench_fleet.py", "--json", *sizes["fleet"], *dsn_args],
+            as_json=True,
+        )
+    )
+    results.append(
+        run(
+            "Fan-in: many books, a line each, one worker and two",
+            ["bench/bench_fanin.py", "--json", *sizes["fanin"], *dsn_args],
             as_json=True,
         )
     )

@@ -20,6 +20,8 @@ from psycopg.types.json import Jsonb
 
 import platform_ingest
 from platform_ingest import Database, migrate, sweep_book
+from platform_ingest.ingest.books import register_book
+from platform_ingest.ingest.group_pass import GroupPass
 from platform_ingest.ingest.projection_step import projections_behind
 from platform_ingest.ingest.rebuild import rebuild
 from platform_ingest.operate.compact import compact_quiet
@@ -82,6 +84,16 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "book_select": ("book-00042",),
     "book_select_by_path": ("/books/book-00042",),
     "book_lock": (1,),
+    "books_select": (["book-00042", "book-00043"],),
+    "books_scan_advance": tuple(
+        [value]
+        for value in (1, 0, SHA, "f", None, "auto", None, None, None, None, False, "book-00042", 0)
+    ),
+    "runs_update": tuple(
+        [value] for value in ("running", None, None, None, None, None, 5, None, None, "[]", 42)
+    ),
+    "books_lock_for_transaction": ([1, 2],),
+    "books_row_lock_skip": (["book-00042", "book-00043"],),
     "book_unlock": (1,),
     "book_scan_advance": (
         10,
@@ -110,12 +122,15 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "runs_of_book": ("book-00042",),
     "run_current_lock": ("book-00042",),
     "runs_lock": ([42, 43],),
+    "runs_lock_skip": ([42, 43],),
     "run_update": ("running", None, None, None, None, None, 5, None, None, "[]", 42),
     "runs_of_books": (["book-00042", "book-00043"],),
     "attempt_insert": ("book-00042", 42, "stream-new", "pending"),
     "attempts_of_book": ("book-00042",),
     "attempt_by_stream_lock": ("book-00042", "stream-00042"),
     "attempts_lock": ([42, 43],),
+    "attempts_lock_skip": ([42, 43],),
+    "attempts_of_books": (["book-00042", "book-00043"],),
     "attempt_advance": (
         "active",
         8,
@@ -134,6 +149,28 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
         True,
         42,
         7,
+    ),
+    "attempts_advance": tuple(
+        [value]
+        for value in (
+            "active",
+            8,
+            SHA,
+            100,
+            10,
+            "1:2",
+            1,
+            "1.3",
+            "c1",
+            None,
+            None,
+            None,
+            None,
+            "t",
+            True,
+            42,
+            7,
+        )
     ),
     "attempt_release": ("active", 42, "quarantined"),
     "attempt_quarantine": ("database_refused", 8, 100, "SQLSTATE 54000", 42, "active"),
@@ -547,6 +584,15 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         rebuild(db, _RecordingV2())  # a new version: reset, then caught up from the journals
         projections_behind(db, ["book-projected"], [_RecordingV2.name])  # a survey's, a sweep's
         _follow_once(db, empty_dsn, projected)
+        grouped = [make_book(f"book-group-{number}") for number in (1, 2)]
+        for number, directory in enumerate(grouped, 1):
+            write(directory, hello(book=f"book-group-{number}"), unit_done(2, "u-1", 0))
+            register_book(db, directory, [directory.parent])
+        group = GroupPass(db, mode="auto")
+        group.run(["book-group-1", "book-group-2"])  # new streams
+        for directory in grouped:
+            append(directory, unit_done(3, "u-2", 1))
+        group.run(["book-group-1", "book-group-2"])  # their cursors moved, their rows locked
         db.execute(_sql.APPLICATION_NAME_SET, ("platform-ingest worker w-1 0123456789",))
         live_workers(db)
         db.discard_plans()  # each survey's first statement (tests/platform/test_plans.py)

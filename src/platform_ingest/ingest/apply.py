@@ -188,9 +188,9 @@ def commit_sealed(
                     raise CursorMoved(f"run {current.run_id} was changed by someone else")
                 db.execute(statements.RUN_UPDATE, current.update_params())
         if sealed.hash_seqs:
-            _copy_line_hashes(db, sealed)
+            copy_line_hashes(db, sealed.hash_attempts, sealed.hash_seqs, sealed.hash_values)
         if sealed.units:
-            _write_units(db, sealed)
+            write_units(db, sealed.units)
         for attempt, values, seq in sealed.advances:
             if db.execute(statements.ATTEMPT_ADVANCE, (*values, attempt.attempt_id, seq)) != 1:
                 raise CursorMoved(f"attempt {attempt.attempt_id} moved under the pass")
@@ -199,7 +199,7 @@ def commit_sealed(
         if sealed.starts_reset:
             db.execute(statements.STREAM_STARTS_FORGET, (book_id,))
         if sealed.starts:
-            _write_starts(db, book_id, sealed.starts)
+            write_starts(db, book_id, sealed.starts)
         if projections and sealed.advances:
             project(
                 db,
@@ -217,10 +217,10 @@ def commit_sealed(
             if moved:
                 db.execute(statements.PROJECTION_FAILURES_CLEAR, (book_id, moved))
         if sealed.advances:
-            db.execute(statements.CHANGES_NOTIFY, (_notifications(sealed),))
+            db.execute(statements.CHANGES_NOTIFY, (notifications(sealed),))
 
 
-def _notifications(sealed: SealedBatch) -> list[str]:
+def notifications(sealed: SealedBatch) -> list[str]:
     """One payload per attempt the batch moved: ids, state and cursor only (no book id, whose
     name may say whose it is, and no money: a listener needs to know what to re-read)."""
     return [
@@ -299,29 +299,31 @@ _ATTEMPT_ID = attrgetter("attempt_id")
 _RUN_ID = attrgetter("run.run_id")
 
 
-def _copy_line_hashes(db: Database, sealed: SealedBatch) -> None:
+def copy_line_hashes(
+    db: Database, attempts: Sequence[AttemptView], seqs: Sequence[int], values: Sequence[bytes]
+) -> None:
     """COPY one row a line applied. A key already there means another pass applied one of these
     lines (the cursor moved): `CursorMoved`, never `DataRefused`, which would quarantine the
     stream for a race. The failed COPY has aborted the transaction, which is rolled back."""
-    attempt_ids = list(map(_ATTEMPT_ID, sealed.hash_attempts))
+    attempt_ids = list(map(_ATTEMPT_ID, attempts))
     if None in attempt_ids:
         raise CursorMoved("a row this batch needs was not inserted")
     try:
-        db.copy(statements.LINE_HASHES_COPY, (attempt_ids, sealed.hash_seqs, sealed.hash_values))
+        db.copy(statements.LINE_HASHES_COPY, (attempt_ids, seqs, values))
     except DataRefused as error:
         if error.sqlstate != UNIQUE_VIOLATION:
             raise
         raise CursorMoved(f"a line of this batch was applied by another pass: {error}") from error
 
 
-def _write_units(db: Database, sealed: SealedBatch) -> None:
+def write_units(db: Database, units: Sequence[tuple[AttemptView, str, int, int]]) -> None:
     """Write the batch's units: by COPY, in a savepoint. A unit the run already has (an engine
     that did a unit again, a batch that holds one twice) fails the COPY on the run's key; the
     savepoint is rolled back and the units go in again by one statement that keeps each unit
     once (`ON CONFLICT DO NOTHING`), as they always did. Nothing else of the transaction is lost,
     and any other refusal is raised as it was."""
-    attempts, units, indexes, seqs = map(list, zip(*sealed.units, strict=True))
-    columns = (list(map(_RUN_ID, attempts)), units, indexes, list(map(_ATTEMPT_ID, attempts)), seqs)
+    attempts, names, indexes, seqs = map(list, zip(*units, strict=True))
+    columns = (list(map(_RUN_ID, attempts)), names, indexes, list(map(_ATTEMPT_ID, attempts)), seqs)
     try:
         with db.transaction():  # nested: a savepoint
             db.copy(statements.UNITS_COPY, columns)
@@ -331,7 +333,7 @@ def _write_units(db: Database, sealed: SealedBatch) -> None:
         db.execute(statements.UNITS_INSERT, columns)
 
 
-def _write_starts(db: Database, book_id: str, starts: list[tuple[str, Hint, str | None]]) -> None:
+def write_starts(db: Database, book_id: str, starts: list[tuple[str, Hint, str | None]]) -> None:
     """Record foreign streams' starts, one statement (the first start of a stream is kept)."""
     columns: list[list[Any]] = [[], [], [], [], [], []]
     for engine_run_id, hint, section in starts:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from .._plain import plain
 from ..decisions.batch import BatchHashes
@@ -44,6 +45,7 @@ from ..decisions.views import (
     LIVE_STATES,
     PASS_PROBLEM_KINDS,
     AttemptView,
+    BookView,
     Mode,
     PassProblem,
     awaits_lines,
@@ -64,7 +66,7 @@ from ..journal.reader import Hint, Journal, open_journal
 from ..projections import Projection, check_projections
 from ..store import statements
 from ..store.db import Database
-from .apply import BATCH_BYTES_MAX, BATCH_LINES_MAX, CommitHook, Writer, seal
+from .apply import BATCH_BYTES_MAX, BATCH_LINES_MAX, CommitHook, SealedBatch, Writer, seal
 from .books import (
     book_lock_key,
     book_ref,
@@ -76,7 +78,16 @@ from .projection_step import install
 
 logger = logging.getLogger("platform_ingest")
 
-__all__ = ["BookPass", "Mode", "PassReport", "sweep_book"]
+__all__ = [
+    "BookPass",
+    "Mode",
+    "NewsTooLong",
+    "PassReport",
+    "decide_in_group",
+    "load_state",
+    "load_states",
+    "sweep_book",
+]
 
 HASH_WINDOW_SEQS = 4096
 """How many applied line hashes one duplicate lookup fetches (re-reads come in runs)."""
@@ -302,28 +313,59 @@ class BookPass:
                 self.db.execute(statements.BOOK_UNLOCK, (key,))
 
 
+class NewsTooLong(Exception):
+    """A book's news is longer than a group's part may be (`news_bytes_max`): the book gets a
+    pass of its own, whose writer commits batch after batch (`ingest.group_pass`)."""
+
+
+class BatchWriter(Protocol):
+    """What a pass hands its sealed batches to: `apply.Writer` (commits each on its own thread),
+    or a group's collector (`ingest.group_pass`), which keeps the one batch of a book's part."""
+
+    lines_committed: int
+
+    def submit(self, sealed: SealedBatch) -> None: ...
+
+    def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def load_state(db: Database, book_id: str) -> BookState:
+    """One book, its runs and their attempts, as Postgres holds them now."""
+    runs = [RunView.from_row(row) for row in db.fetch_all(statements.RUNS_OF_BOOK, (book_id,))]
+    runs_by_id = {run.run_id: run for run in runs}
+    return BookState.of(
+        load_book(db, book_id),
+        runs,
+        (
+            AttemptView.from_row(row, runs_by_id[row["run_id"]])
+            for row in db.fetch_all(statements.ATTEMPTS_OF_BOOK, (book_id,))
+        ),
+    )
+
+
 class _Pass:
     """One start of a pass: the state loaded from Postgres, the rules over it, and the writer
-    (thrown away when the pass must start over). It is the rules' `History`."""
+    (thrown away when the pass must start over). It is the rules' `History`.
 
-    def __init__(self, owner: BookPass) -> None:
+    A group (`ingest.group_pass`) gives the state it loaded for many books at once, a writer that
+    keeps the batch for the group's transaction, and the most bytes of news it takes."""
+
+    def __init__(
+        self,
+        owner: BookPass,
+        *,
+        state: BookState | None = None,
+        writer: BatchWriter | None = None,
+        news_bytes_max: int | None = None,
+    ) -> None:
         self.owner = owner
         self.db = owner.db
         self.ref = owner.ref
         self.report = PassReport(owner.book_id)
-        runs = [
-            RunView.from_row(row)
-            for row in self.db.fetch_all(statements.RUNS_OF_BOOK, (owner.book_id,))
-        ]
-        runs_by_id = {run.run_id: run for run in runs}
-        self.state = BookState.of(
-            load_book(self.db, owner.book_id),
-            runs,
-            (
-                AttemptView.from_row(row, runs_by_id[row["run_id"]])
-                for row in self.db.fetch_all(statements.ATTEMPTS_OF_BOOK, (owner.book_id,))
-            ),
-        )
+        self.news_bytes_max = news_bytes_max
+        self.state = load_state(self.db, owner.book_id) if state is None else state
         self.book = self.state.book
         self._load_skips()
         self.rules = StreamRules(self.state, owner.mode, self, keep_applied=bool(owner.projections))
@@ -342,7 +384,11 @@ class _Pass:
         """The book's pruned streams, loaded the first time a hello of an unknown one is met."""
         self.sealed_hashes: BatchHashes | None = None
         """The hashes of the batch sealed last, until it is committed (then Postgres has them)."""
-        self.writer = Writer(self.db, owner.book_id, owner.commit_hook, owner.projections)
+        self.writer: BatchWriter = (
+            Writer(self.db, owner.book_id, owner.commit_hook, owner.projections)
+            if writer is None
+            else writer
+        )
 
     def _load_skips(self) -> None:
         """The lines operators skipped, for the few attempts that have any."""
@@ -421,6 +467,10 @@ class _Pass:
                 with opened as journal:
                     self.rules.identity = journal.identity
                     start, section = self._start(journal)
+                    if self.news_bytes_max is not None and (
+                        journal.size() - start > self.news_bytes_max
+                    ):
+                        raise NewsTooLong(self.ref)
                     self.rules.enter(section, start=start)
                     self.report.start_offset = start
                     self._read(journal, start)
@@ -437,7 +487,7 @@ class _Pass:
         self._drain()
         self._book_problems_cleared()
         problems = len(self.found) + len(self.rules.problems)
-        if self.report.lines_applied or problems:
+        if self.news_bytes_max is None and (self.report.lines_applied or problems):
             logger.info(
                 "pass over %s: %d lines read, %d applied, %d duplicates, %d problems",
                 self.ref,
@@ -585,6 +635,66 @@ class _Pass:
         self.report.lines_applied += committed
         self.owner.lines_committed += committed
         self.sealed_hashes = None
+
+
+class _GroupPart:
+    """The writer of a book's part in a group: it keeps the one batch the part may seal, for the
+    group's transaction to write (`group_commit`); a second batch means the news is too long."""
+
+    lines_committed = 0
+
+    def __init__(self) -> None:
+        self.sealed: SealedBatch | None = None
+
+    def submit(self, sealed: SealedBatch) -> None:
+        if self.sealed is not None:
+            raise NewsTooLong("more than one batch")
+        self.sealed = sealed
+
+    def drain(self) -> None:
+        """Nothing is in flight: the group writes the batch."""
+
+    def close(self) -> None:
+        """Nothing runs on a thread."""
+
+
+def load_states(db: Database, book_ids: Sequence[str]) -> dict[str, BookState]:
+    """`load_state` of many books, three statements for them all; a book not registered (any
+    more) is absent."""
+    runs: dict[str, list[RunView]] = {book_id: [] for book_id in book_ids}
+    runs_by_id: dict[int | None, RunView] = {}
+    for row in db.fetch_all(statements.RUNS_OF_BOOKS, (list(book_ids),)):
+        run = RunView.from_row(row)
+        runs[row["book_id"]].append(run)
+        runs_by_id[run.run_id] = run
+    attempts: dict[str, list[AttemptView]] = {book_id: [] for book_id in book_ids}
+    for row in db.fetch_all(statements.ATTEMPTS_OF_BOOKS, (list(book_ids),)):
+        attempts[row["book_id"]].append(AttemptView.from_row(row, runs_by_id[row["run_id"]]))
+    return {
+        row["book_id"]: BookState.of(
+            BookView.from_row(row), runs[row["book_id"]], attempts[row["book_id"]]
+        )
+        for row in db.fetch_all(statements.BOOKS_SELECT, (list(book_ids),))
+    }
+
+
+def decide_in_group(
+    db: Database,
+    state: BookState,
+    *,
+    mode: Mode,
+    projections: Sequence[Projection],
+    news_bytes_max: int,
+) -> tuple[PassReport, SealedBatch | None]:
+    """One book's part of a group (`ingest.group_pass`), inside the group's transaction: the
+    journal read from the book's verified hint and its lines decided by the same rules as a pass,
+    over `state` as the group loaded it; the batch is returned, not written. Raises `NewsTooLong`
+    when the news exceed `news_bytes_max` or one batch, and what a pass raises when the journal
+    cannot be read (its problem recorded as a pass records it)."""
+    owner = BookPass(db, state.book.book_id, mode=mode, book_lock=False, projections=projections)
+    part = _GroupPart()
+    report = _Pass(owner, state=state, writer=part, news_bytes_max=news_bytes_max).run()
+    return report, part.sealed
 
 
 def sweep_book(

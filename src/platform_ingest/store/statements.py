@@ -51,7 +51,23 @@ BOOK_SELECT = _q("book_select", f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_i
 BOOK_SELECT_BY_PATH = _q(
     "book_select_by_path", f"SELECT {_BOOK_COLUMNS} FROM books WHERE path = %s"
 )
+BOOKS_SELECT = _q(
+    "books_select",
+    f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id = ANY(%b) ORDER BY book_id",
+)
 BOOK_LOCK = _q("book_lock", "SELECT pg_try_advisory_lock(%s)")
+# A group's books (`ingest.group_pass`): the advisory locks of those no other pass holds, taken for
+# the group's transaction; the keys returned are the books the group may pass.
+BOOKS_LOCK_FOR_TRANSACTION = _q(
+    "books_lock_for_transaction",
+    "SELECT key FROM unnest(%b::bigint[]) AS key WHERE pg_try_advisory_xact_lock(key)",
+)
+# The rows a group writes, locked without waiting: a row another transaction holds (an operator's
+# remedy) is left out, and so is its book, passed again shortly (`ingest.group_pass`).
+BOOKS_ROW_LOCK_SKIP = _q(
+    "books_row_lock_skip",
+    "SELECT book_id FROM books WHERE book_id = ANY(%b) ORDER BY book_id FOR UPDATE SKIP LOCKED",
+)
 BOOK_UNLOCK = _q("book_unlock", "SELECT pg_advisory_unlock(%s)")
 BOOK_SCAN_ADVANCE = _q(
     "book_scan_advance",
@@ -59,6 +75,23 @@ BOOK_SCAN_ADVANCE = _q(
          scan_stream = %s, scan_mode = %s, error_kind = %s, error_seq = %s, error_offset = %s,
          error_detail = %s, starts_from_zero = %s
        WHERE book_id = %s AND scan_epoch = %s""",
+)
+# `BOOK_SCAN_ADVANCE` of a group's books, one statement: a column an array (rowcount: the books
+# whose epoch still matched).
+BOOKS_SCAN_ADVANCE = _q(
+    "books_scan_advance",
+    """UPDATE books AS b SET scan_offset = v.scan_offset, scan_line_bytes = v.scan_line_bytes,
+         scan_sha256 = v.scan_sha256, scan_file = v.scan_file, scan_stream = v.scan_stream,
+         scan_mode = v.scan_mode, error_kind = v.error_kind, error_seq = v.error_seq,
+         error_offset = v.error_offset, error_detail = v.error_detail,
+         starts_from_zero = v.starts_from_zero
+       FROM unnest(%b::bigint[], %b::integer[], %b::bytea[], %b::text[], %b::text[], %b::text[],
+         %b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::boolean[], %b::text[],
+         %b::bigint[])
+         AS v(scan_offset, scan_line_bytes, scan_sha256, scan_file, scan_stream, scan_mode,
+           error_kind, error_seq, error_offset, error_detail, starts_from_zero, book_id,
+           scan_epoch)
+       WHERE b.book_id = v.book_id AND b.scan_epoch = v.scan_epoch""",
 )
 BOOK_SCAN_BACK = _q(
     "book_scan_back",
@@ -119,12 +152,30 @@ RUNS_LOCK = _q(
     "runs_lock",
     f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ANY(%s) ORDER BY run_id FOR UPDATE",
 )
+RUNS_LOCK_SKIP = _q(
+    "runs_lock_skip",
+    f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ANY(%b) ORDER BY run_id FOR UPDATE SKIP LOCKED",
+)
 RUN_UPDATE = _q(
     "run_update",
     """UPDATE runs SET state = %s, reason = %s, stop = %s, refusal = %s, outcome = %s,
          exit_code = %s, committed_micro_usd = %s, shortfall_micro_usd = %s,
          settled_micro_usd = %s, progress = %s::jsonb, updated_at = now()
        WHERE run_id = %s""",
+)
+# `RUN_UPDATE` of a group's runs, one statement: a column an array.
+RUNS_UPDATE = _q(
+    "runs_update",
+    """UPDATE runs AS r SET state = v.state, reason = v.reason, stop = v.stop,
+         refusal = v.refusal, outcome = v.outcome, exit_code = v.exit_code,
+         committed_micro_usd = v.committed_micro_usd, shortfall_micro_usd = v.shortfall_micro_usd,
+         settled_micro_usd = v.settled_micro_usd, progress = v.progress::jsonb,
+         updated_at = now()
+       FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::integer[],
+         %b::bigint[], %b::bigint[], %b::bigint[], %b::text[], %b::bigint[])
+         AS v(state, reason, stop, refusal, outcome, exit_code, committed_micro_usd,
+           shortfall_micro_usd, settled_micro_usd, progress, run_id)
+       WHERE r.run_id = v.run_id""",
 )
 BOOKS_OF_RUNS = _q(
     "books_of_runs", "SELECT DISTINCT book_id FROM runs WHERE run_id = ANY(%s) ORDER BY book_id"
@@ -170,6 +221,16 @@ ATTEMPTS_OF_BOOK = _q(
     "attempts_of_book",
     f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE book_id = %s ORDER BY attempt_id",
 )
+ATTEMPTS_OF_BOOKS = _q(
+    "attempts_of_books",
+    f"""SELECT book_id, {_ATTEMPT_COLUMNS} FROM attempts WHERE book_id = ANY(%b)
+        ORDER BY book_id, attempt_id""",
+)
+ATTEMPTS_LOCK_SKIP = _q(
+    "attempts_lock_skip",
+    """SELECT attempt_id, last_seq FROM attempts WHERE attempt_id = ANY(%b)
+       ORDER BY attempt_id FOR UPDATE SKIP LOCKED""",
+)
 ATTEMPT_BY_STREAM_LOCK = _q(
     "attempt_by_stream_lock",
     f"""SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE book_id = %s AND engine_run_id = %s
@@ -190,6 +251,27 @@ ATTEMPT_ADVANCE = _q(
          error_detail = %s, last_line_time = %s,
          last_applied_at = CASE WHEN %s THEN now() ELSE last_applied_at END, changed_at = now()
        WHERE attempt_id = %s AND last_seq = %s""",
+)
+# `ATTEMPT_ADVANCE` of a group's attempts, one statement: a column an array (rowcount: the
+# attempts whose cursor still matched).
+ATTEMPTS_ADVANCE = _q(
+    "attempts_advance",
+    """UPDATE attempts AS a SET state = v.state, last_seq = v.last_seq,
+         last_line_sha256 = v.last_line_sha256, hint_offset = v.hint_offset,
+         hint_line_bytes = v.hint_line_bytes, hint_file = v.hint_file,
+         stream_index = v.stream_index, stream_version = v.stream_version,
+         chunker_version = v.chunker_version, error_kind = v.error_kind, error_seq = v.error_seq,
+         error_offset = v.error_offset, error_detail = v.error_detail,
+         last_line_time = v.last_line_time,
+         last_applied_at = CASE WHEN v.applied THEN now() ELSE a.last_applied_at END,
+         changed_at = now()
+       FROM unnest(%b::text[], %b::bigint[], %b::bytea[], %b::bigint[], %b::integer[], %b::text[],
+         %b::integer[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::bigint[],
+         %b::text[], %b::text[], %b::boolean[], %b::bigint[], %b::bigint[])
+         AS v(state, last_seq, last_line_sha256, hint_offset, hint_line_bytes, hint_file,
+           stream_index, stream_version, chunker_version, error_kind, error_seq, error_offset,
+           error_detail, last_line_time, applied, attempt_id, expected_seq)
+       WHERE a.attempt_id = v.attempt_id AND a.last_seq = v.expected_seq""",
 )
 ATTEMPT_RELEASE = _q(
     "attempt_release",
@@ -497,7 +579,7 @@ PLANS_DISCARD = session("plans_discard", "DISCARD PLANS")
 # After each commit a small payload per attempt the batch moved: no book id and no money in it.
 CHANGES_NOTIFY = _q(
     "changes_notify",
-    "SELECT pg_notify('platform_ingest', payload) FROM unnest(%s::text[]) AS payload",
+    "SELECT pg_notify('platform_ingest', payload) FROM unnest(%b::text[]) AS payload",
 )
 
 # --- workers and lag ------------------------------------------------------------------------

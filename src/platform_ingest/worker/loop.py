@@ -72,6 +72,7 @@ from ..errors import (
 )
 from ..ingest.apply import CommitStage
 from ..ingest.book_pass import BookPass, Mode, PassReport
+from ..ingest.group_pass import GROUP_BOOKS_MAX, GroupPass
 from ..ingest.projection_step import install
 from ..operate.compact import QUIET_FOR_S_DEFAULT
 from ..projections import Projection, check_projections
@@ -372,16 +373,66 @@ class Worker:
         """The passes due, the longest waiting first. While a survey has pages left, at most
         `PASSES_BETWEEN_PAGES_S` of them before its next page: the books a survey finds behind
         (thousands, at start-up) wait for the survey to finish, a survey does not wait for all
-        of their passes; a book that has waited longest still goes first."""
+        of their passes; a book that has waited longest still goes first.
+
+        When more than one book is due, they go in groups (`group_pass`: one transaction for up
+        to `GROUP_BOOKS_MAX` books); a book alone, or whose last pass failed (its `trouble`),
+        gets a pass of its own, as it always did."""
         ready = self.schedule.ready(time.monotonic())
         until = time.monotonic() + PASSES_BETWEEN_PAGES_S if self.survey.surveying else math.inf
+        grouped: list[tuple[Book, Due]] = []
         for path in ready:
             if self._stopping or time.monotonic() >= until:
-                return
+                break
             due = self.schedule.take(path)
             book = self.survey.books.get(path)
             if due is None or book is None or not book.owned or not book.book_id:
                 continue
+            if len(ready) > 1 and book.trouble is None:
+                grouped.append((book, due))
+                if len(grouped) >= GROUP_BOOKS_MAX:
+                    self._group(grouped)
+                    grouped = []
+                continue
+            self._pass(book, due)
+            if book.vanished:
+                self.survey.forget(book)
+        if grouped:
+            self._group(grouped)
+
+    def _group(self, items: list[tuple[Book, Due]]) -> None:
+        """One group pass over `items` (`group_pass.GroupPass`); the books it hands back get a
+        pass of their own at once, the busy ones are tried again shortly."""
+        if len(items) == 1:
+            book, due = items[0]
+            self._pass(book, due)
+            if book.vanished:
+                self.survey.forget(book)
+            return
+        by_id = {book.book_id: (book, due) for book, due in items if book.book_id}
+        group = GroupPass(
+            self.db, mode=self.settings.mode, commit_hook=self._hook, projections=self.projections
+        )
+        try:
+            report = group.run(list(by_id))
+        except _Stopping:
+            return
+        except DatabaseUnavailable as error:
+            self.metrics.pass_failures.labels(type(error).__name__).inc()
+            for book, due in items:
+                self.schedule.retry(book.path, due)
+            raise
+        self.metrics.group_books.observe(len(report.passed))
+        for book_id, pass_report in report.passed.items():
+            book, due = by_id[book_id]
+            self.metrics.passes.labels(due.trigger).inc()
+            self._count(book, due, pass_report)
+        for book_id in report.busy:
+            book, due = by_id[book_id]
+            self.metrics.passes.labels(due.trigger).inc()
+            self.schedule.busy(book.path, due)
+        for book_id in report.alone:
+            book, due = by_id[book_id]
             self._pass(book, due)
             if book.vanished:
                 self.survey.forget(book)

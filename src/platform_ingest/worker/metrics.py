@@ -12,6 +12,7 @@ an operator looking for WHICH book lags runs `platform-ingest show --json` (its 
     platform_ingest_pass_failures_total{error}     passes that could not finish (Postgres away, journal unreadable)
     platform_ingest_problems_total{kind}           stream problems met: payload_conflict, malformed, gap, foreign_stream_ahead, ...
     platform_ingest_apply_seconds                  histogram: from a book's wake-up to the commit of its lines
+    platform_ingest_group_books                    histogram: books committed by one group transaction (several books due at once)
     platform_ingest_books{state}                   books seen under the roots: owned (worked here), shared (another worker's)
     platform_ingest_workers                        live workers sharing this worker's roots (itself included)
     platform_ingest_lag_bytes / _lag_lines         sum over owned books of what lies past the cursor
@@ -40,6 +41,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 APPLY_SECONDS_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+GROUP_BOOKS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
 class Metrics:
@@ -84,6 +86,12 @@ class Metrics:
             prefix + "apply_seconds",
             "From a book's wake-up to the commit of its lines (passes that applied lines)",
             buckets=APPLY_SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self.group_books = Histogram(
+            prefix + "group_books",
+            "Books committed by one group transaction (passes over several books due at once)",
+            buckets=GROUP_BOOKS_BUCKETS,
             registry=registry,
         )
         self.books = Gauge(
