@@ -392,6 +392,9 @@ PROJECTION_REGISTER = _q(
     """INSERT INTO projections (name, version) VALUES (%s, %s)
        ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING version""",
 )
+PROJECTION_VERSION_OF = _q(
+    "projection_version_of", "SELECT version FROM projections WHERE name = %s"
+)
 # Locked for share by each apply transaction, for update by a rebuild that resets the projection:
 # a batch never applies a projection's events across a change of its version.
 PROJECTIONS_LOCK = _q(
