@@ -585,6 +585,7 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         db.execute(_sql.APPLICATION_NAME_SET, ("platform-ingest worker w-1 0123456789",))
         live_workers(db)
         db.discard_plans()  # each survey's first statement (tests/platform/test_plans.py)
+        db.listen(_sql.LISTEN_SCHEMA)  # the worker's control listener, after its own channel
     finally:
         set_statement_hook(None)
         db.close()
