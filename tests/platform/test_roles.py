@@ -8,6 +8,7 @@ command of its list and creates nothing.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import itertools
 import json
 import os
@@ -23,7 +24,7 @@ from psycopg import conninfo
 
 from platform_ingest import Database, migrate
 from platform_ingest.cli.main import main
-from platform_ingest.store import migrations
+from platform_ingest.store import migrations, statements
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -240,6 +241,56 @@ def test_the_worker_role_runs_every_command_of_its_list(
             "SELECT count(*) FROM pg_class WHERE relowner = %s::regrole", (roles.worker,)
         ).fetchone()
     assert owned == (0,)
+
+
+MIGRATE_ONLY = frozenset(
+    {"schema_lock", "schema_table_create", "schema_version_record", "schema_changed_notify"}
+)
+"""The statements only `migrate` runs once it found work to do: the owner role's."""
+
+
+def _explain_params() -> dict[str, tuple[object, ...]]:
+    """The parameters test_sql_statements.py plans each listed query with."""
+    path = Path(__file__).with_name("test_sql_statements.py")
+    spec = importlib.util.spec_from_file_location("listed_statements_plans", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    params: dict[str, tuple[object, ...]] = module.EXPLAIN_PARAMS
+    return params
+
+
+def test_every_statement_of_the_worker_role_is_granted(
+    roles: Roles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every listed statement but `migrate`'s own is permitted to the worker role by the
+    documented grants: Postgres checks a query's privileges when it plans it (EXPLAIN), a COPY's
+    target takes inserts, and a session statement needs none."""
+    ok(capsys, roles.owner_dsn, "migrate")
+    params = _explain_params()
+    refused: list[str] = []
+    with psycopg.connect(roles.worker_dsn, autocommit=True) as connection:
+        for statement in statements.STATEMENTS:
+            if statement.kind == "ddl" or statement.name in MIGRATE_ONLY:
+                continue
+            try:
+                if statement.kind == "query":
+                    text = f"EXPLAIN {statement.text}"
+                    connection.execute(text, params[statement.name])  # type: ignore[arg-type]
+                elif statement.kind == "copy":
+                    found = re.match(r"COPY (\w+)", statement.text)
+                    assert found is not None
+                    row = connection.execute(
+                        "SELECT has_table_privilege(%s, 'INSERT')", (found.group(1),)
+                    ).fetchone()
+                    if row != (True,):
+                        refused.append(statement.name)
+                else:
+                    connection.execute(statement.text)  # type: ignore[arg-type]
+            except psycopg.errors.InsufficientPrivilege:
+                refused.append(statement.name)
+    assert refused == []
+    assert len(statements.STATEMENTS) > len(MIGRATE_ONLY) + 60  # the list, not an empty one
 
 
 def test_the_worker_role_may_not_create_tables(
