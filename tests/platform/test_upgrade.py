@@ -5,15 +5,22 @@ The newer release is this code with one more schema step (`next_release`, regist
 processes only). The worker of this release stops taking passes, logs one ERROR naming both
 versions and exits 5; the worker of the newer release goes on from the cursors. Nothing is doubled
 and nothing lost: a ledger projection with no key records every line each worker applied, and the
-runs' totals are compared with the journals.
+runs' totals are compared with the journals. The worker of the newest kept release
+(tests/vectors/releases/, built from this checkout's history), which does not look at the schema
+while it runs, goes on under the newer schema until stopped, as the upgrade procedure says, and
+loses and doubles nothing either.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections import Counter
@@ -115,6 +122,54 @@ def _journal(book: Path) -> tuple[set[tuple[str, int]], int, int]:
     return lines, money, units
 
 
+def applied_by(dsn: str, worker: str) -> int:
+    """The lines the ledger projection recorded as applied by `worker`'s session (0 before the
+    first worker set the projection up)."""
+    if _rows(dsn, "SELECT to_regclass('applied_lines')") == [(None,)]:
+        return 0
+    rows = _rows(
+        dsn,
+        "SELECT count(*) FROM applied_lines"
+        f" WHERE applied_by LIKE 'platform-ingest worker {worker} %'",
+    )
+    return int(rows[0][0])
+
+
+def _wait_for_every_run(dsn: str) -> None:
+    def all_completed() -> bool:
+        rows = _rows(
+            dsn,
+            "SELECT count(*) FROM runs r WHERE state = 'completed' AND"
+            f" (SELECT count(*) FROM run_units u WHERE u.run_id = r.run_id) = {UNITS}",
+        )
+        return int(rows[0][0]) == len(BOOKS)
+
+    wait_for("every run completed in Postgres", all_completed)
+
+
+def _assert_nothing_doubled_or_lost(dsn: str, root: Path) -> None:
+    """Every line of every journal was applied once (the ledger, which has no key, holds it once),
+    and each run's totals are its journal's."""
+    ledger = Counter(
+        (str(book), str(stream), int(seq))
+        for book, stream, seq in _rows(dsn, "SELECT book_id, engine_run_id, seq FROM applied_lines")
+    )
+    assert [key for key, count in ledger.items() if count > 1] == []
+    runs = {
+        str(book): (int(money), int(units))
+        for book, money, units in _rows(
+            dsn,
+            "SELECT r.book_id, r.committed_micro_usd,"
+            " (SELECT count(*) FROM run_units u WHERE u.run_id = r.run_id) FROM runs r",
+        )
+    }
+    for book in BOOKS:
+        lines, money, units = _journal(root / book)
+        assert {(stream, seq) for b, stream, seq in ledger if b == book} == lines
+        assert runs[book] == (money, units)
+        assert units == UNITS and money > 0
+
+
 def test_a_newer_migrate_stops_the_running_worker_and_the_newer_worker_goes_on(
     database: str,
 ) -> None:
@@ -143,15 +198,7 @@ def test_a_newer_migrate_stops_the_running_worker_and_the_newer_worker_goes_on(
             engines = [_engine(root / book) for book in BOOKS]
             processes += engines
 
-            def applied_by(worker: str) -> int:
-                rows = _rows(
-                    dsn,
-                    "SELECT count(*) FROM applied_lines"
-                    f" WHERE applied_by LIKE 'platform-ingest worker {worker} %'",
-                )
-                return int(rows[0][0])
-
-            wait_for("the old worker applied lines", lambda: applied_by("w-old") > 0)
+            wait_for("the old worker applied lines", lambda: applied_by(dsn, "w-old") > 0)
 
             # The next release refuses to work a database it has not migrated: side by side
             # with the old workers only once it migrated it.
@@ -187,7 +234,7 @@ def test_a_newer_migrate_stops_the_running_worker_and_the_newer_worker_goes_on(
                 current,
             )
             assert any(engine.poll() is None for engine in engines), "engines ended too soon"
-            old_applied = applied_by("w-old")
+            old_applied = applied_by(dsn, "w-old")
 
             # This release's commands are refused by the newer schema from now on.
             too_new = subprocess.run(
@@ -211,41 +258,12 @@ def test_a_newer_migrate_stops_the_running_worker_and_the_newer_worker_goes_on(
             processes.append(new)
             assert [engine.wait(timeout=180) for engine in engines] == [0] * len(engines)
 
-            def all_completed() -> bool:
-                rows = _rows(
-                    dsn,
-                    "SELECT count(*) FROM runs r WHERE state = 'completed' AND"
-                    f" (SELECT count(*) FROM run_units u WHERE u.run_id = r.run_id) = {UNITS}",
-                )
-                return int(rows[0][0]) == len(BOOKS)
-
-            wait_for("every run completed in Postgres", all_completed)
+            _wait_for_every_run(dsn)
             assert stop_worker(new) == 0, new_log.read_text()
-            assert applied_by("w-old") == old_applied  # nothing after it stopped
-            assert applied_by("w-new") > 0
+            assert applied_by(dsn, "w-old") == old_applied  # nothing after it stopped
+            assert applied_by(dsn, "w-new") > 0
             assert [e for e in log_entries(new_log) if e["level"] == "ERROR"] == []
-
-            ledger = Counter(
-                (str(book), str(stream), int(seq))
-                for book, stream, seq in _rows(
-                    dsn, "SELECT book_id, engine_run_id, seq FROM applied_lines"
-                )
-            )
-            assert [key for key, count in ledger.items() if count > 1] == []  # nothing doubled
-            runs = {
-                str(book): (int(money), int(units))
-                for book, money, units in _rows(
-                    dsn,
-                    "SELECT r.book_id, r.committed_micro_usd,"
-                    " (SELECT count(*) FROM run_units u WHERE u.run_id = r.run_id)"
-                    " FROM runs r",
-                )
-            }
-            for book in BOOKS:
-                lines, money, units = _journal(root / book)
-                assert {(stream, seq) for b, stream, seq in ledger if b == book} == lines
-                assert runs[book] == (money, units)  # the run's totals are the journal's
-                assert units == UNITS and money > 0
+            _assert_nothing_doubled_or_lost(dsn, root)
         finally:
             for process in processes:
                 if process.poll() is None:
@@ -313,3 +331,115 @@ def test_the_look_at_the_schema_is_one_query_an_interval_not_one_a_turn(fresh_ds
     finally:
         set_statement_hook(None)
         db.close()
+
+
+# --- a worker of a release that does not look at the schema while it runs --------------------------
+
+RELEASES = Path(__file__).resolve().parents[1] / "vectors" / "releases"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _newest_release() -> tuple[str, str]:
+    """(version, commit) of the newest release kept in tests/vectors/releases/ (its README names
+    the commit that wrote its files)."""
+    versions = sorted(
+        (path for path in RELEASES.iterdir() if path.is_dir() and path.name[:1].isdigit()),
+        key=lambda path: tuple(int(part) for part in path.name.split(".")),
+    )
+    newest = versions[-1]
+    found = re.search(r"\(commit ([0-9a-f]{40})\)", (newest / "README.md").read_text())
+    assert found is not None, f"{newest}/README.md names no commit"
+    return newest.name, found.group(1)
+
+
+@pytest.fixture
+def previous_release(tmp_path: Path) -> Path:
+    """The source of the newest kept release, from this checkout's git history: its `src`."""
+    version, commit = _newest_release()
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip(f"no git history here (a source archive): release {version} cannot be built")
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "src"], capture_output=True, check=False
+    )
+    assert archive.returncode == 0, archive.stderr  # a checkout with history holds its releases
+    target = tmp_path / f"release-{version}"
+    target.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(target, filter="data")
+    return target / "src"
+
+
+def test_a_worker_of_a_release_before_the_look_goes_on_until_stopped_and_loses_nothing(
+    database: str, previous_release: Path, tmp_path: Path
+) -> None:
+    """The kept release's worker has no look at the schema: under the newer schema it goes on
+    applying (harmless: the step only adds) until it is stopped, as workers.md says to; the newer
+    worker then goes on from the cursors. Nothing doubled, nothing lost."""
+    dsn = database
+    root = tmp_path / "books"
+    root.mkdir()
+    for book in BOOKS:
+        (root / book).mkdir()
+    environment = _environment()
+    environment["PYTHONPATH"] = os.pathsep.join([str(previous_release), environment["PYTHONPATH"]])
+    options = ("--projection", LEDGER, "--membership-s", "0.3")
+    old_log, new_log = tmp_path / "old.log", tmp_path / "new.log"
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        with open(old_log, "wb") as stderr:
+            old = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys, platform_ingest._cli as cli; sys.exit(cli.main())",
+                    "--dsn",
+                    dsn,
+                    "run",
+                    str(root),
+                    "--auto",
+                    *options,
+                    "--worker-id",
+                    "w-old",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=environment,
+            )
+        processes.append(old)
+        engines = [_engine(root / book) for book in BOOKS]
+        processes += engines
+        wait_for("the old release applied lines", lambda: applied_by(dsn, "w-old") > 0)
+        migrated = subprocess.run(
+            next_release("--dsn", dsn, "migrate"),
+            capture_output=True,
+            check=False,
+            env=_environment(),
+        )
+        assert migrated.returncode == 0, migrated.stderr
+        after_migrate = applied_by(dsn, "w-old")
+        wait_for(
+            "the old release goes on applying under the newer schema",
+            lambda: applied_by(dsn, "w-old") > after_migrate,
+        )
+        assert any(engine.poll() is None for engine in engines), "engines ended too soon"
+        assert stop_worker(old) == 0, old_log.read_text()
+        with open(new_log, "wb") as stderr:
+            new = subprocess.Popen(
+                next_release(
+                    "--dsn", dsn, "run", str(root), "--auto", *options, "--worker-id", "w-new"
+                ),
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=_environment(),
+            )
+        processes.append(new)
+        assert [engine.wait(timeout=180) for engine in engines] == [0] * len(engines)
+        _wait_for_every_run(dsn)
+        assert stop_worker(new) == 0, new_log.read_text()
+        assert applied_by(dsn, "w-new") > 0
+        _assert_nothing_doubled_or_lost(dsn, root)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
