@@ -519,7 +519,7 @@ class SchemaTooOld(DatabaseError):
 class SchemaChanged(SchemaTooNew):
     """A `migrate` of a newer release ran under a running worker: the database's schema version is
     now newer than the one this worker was built for. The worker takes no pass any more and exits
-    for its supervisor to start it on the new release (docs/platform/workers.md, "Upgrading")."""
+    for its supervisor to start it on the new release (docs/platform/workers.md, "Upgrading a running fleet")."""
 
     def __init__(self, found_version: int, known_version: int) -> None:
         DatabaseError.__init__(
