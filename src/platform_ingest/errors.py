@@ -516,6 +516,26 @@ class SchemaTooOld(DatabaseError):
         self.known_version = known_version
 
 
+class SchemaChanged(SchemaTooNew):
+    """A `migrate` of a newer release ran under a running worker: the database's schema version is
+    now newer than the one this worker was built for. The worker takes no pass any more and exits
+    for its supervisor to start it on the new release (docs/platform/workers.md, "Upgrading a running fleet")."""
+
+    def __init__(self, found_version: int, known_version: int) -> None:
+        DatabaseError.__init__(
+            self,
+            f"the schema changed under this worker: the database is at schema version "
+            f"{found_version}, this release was built for {known_version}",
+        )
+        self.found_version = found_version
+        self.known_version = known_version
+
+
+class SchemaNotPermitted(DatabaseError):
+    """The role may not change the platform's schema (SQLSTATE 42501): `migrate` is the owner
+    role's (docs/platform/workers.md, "Roles"). Nothing was changed."""
+
+
 class CursorMoved(DatabaseError):
     """The compare-and-set on an attempt's cursor found another `last_seq`: another pass won.
 
@@ -527,6 +547,11 @@ class CursorMoved(DatabaseError):
 class ProjectionInvalid(ConfigError):
     """A projection named on the command line or given in code cannot be loaded, or is not a
     projection (its name, version, `setup` or `apply`)."""
+
+
+class ProjectionSetupNotPermitted(ProjectionInvalid):
+    """The role may not run a projection's `setup` (SQLSTATE 42501), and the owner's `migrate
+    --projection` has not set the projection up at this version: the owner role must, once."""
 
 
 class ProjectionFailed(IngestError):

@@ -173,7 +173,10 @@ def test_a_cluster_of_the_previous_release_is_closed_at_its_first_start(
         rules = conn.execute(
             "select type, user_name, auth_method, options from pg_hba_file_rules"
         ).fetchall()
-        assert rules == [("local", ["postgres"], "peer", ["map=owner"])]
+        assert rules == [
+            ("local", ["postgres"], "peer", ["map=owner"]),
+            ("local", ["all"], "scram-sha-256", None),  # the roles its owner makes, by password
+        ]
         _probe_can_work(other_user, working_directory)
         _assert_kept_out(other_user, data_dir, made_here=False)
 

@@ -43,6 +43,50 @@ def test_released_steps_are_never_edited() -> None:
     assert set(migrations.MIGRATIONS) - set(RELEASED_STEPS) == set(), "pin the new step's hash here"
 
 
+ADDS_ONLY_FROM = 5
+"""The first step a running worker of the previous release may meet before it stops (workers look
+at the schema while they run from the release after 0.2.0 on, docs/platform/workers.md,
+"Upgrading a running fleet"): from it on, a step only adds."""
+_REMOVES = re.compile(
+    r"\bDROP\s+(?:TABLE|COLUMN|INDEX|VIEW|TRIGGER|FUNCTION|NOT\s+NULL|DEFAULT)\b|\bRENAME\b"
+    r"|\bALTER\s+COLUMN\s+\w+\s+(?:TYPE|SET\s+NOT\s+NULL)\b|\bTRUNCATE\b",
+    re.IGNORECASE,
+)
+"""What a step must not do while the previous release's workers may still run: drop, rename or
+narrow what they read or write. (A CHECK is widened by dropping and adding it again: whether the
+new one is wider is for the review of the step.)"""
+
+
+@pytest.mark.parametrize(
+    ("text", "removes"),
+    [
+        ("ALTER TABLE runs ADD COLUMN note text", False),
+        ("CREATE TABLE upgrade_notes (note text)", False),
+        ("CREATE INDEX runs_note ON runs (note)", False),
+        ("ALTER TABLE runs DROP COLUMN reason", True),
+        ("ALTER TABLE runs RENAME COLUMN reason TO why", True),
+        ("ALTER TABLE attempts ALTER COLUMN hint_file TYPE bytea", True),
+        ("ALTER TABLE runs ALTER COLUMN reason SET NOT NULL", True),
+        ("DROP TABLE line_skips", True),
+    ],
+)
+def test_what_counts_as_removing(text: str, removes: bool) -> None:
+    assert bool(_REMOVES.search(text)) is removes
+
+
+def test_a_step_a_running_worker_may_meet_only_adds() -> None:
+    """The previous release's workers apply batches in the moments between `migrate` and their
+    stop: every step they may meet keeps their statements valid."""
+    removing = [
+        statement.name
+        for version, steps in migrations.MIGRATIONS.items()
+        if version >= ADDS_ONLY_FROM
+        for statement in steps
+        if _REMOVES.search(statement.text)
+    ]
+    assert removing == []
+
+
 def test_a_populated_step_1_database_upgrades_with_its_data_intact(
     empty_dsn: str, tmp_path: Path
 ) -> None:

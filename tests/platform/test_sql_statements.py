@@ -11,18 +11,21 @@ import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import conninfo
 from psycopg.types.json import Jsonb
 
 import platform_ingest
 from platform_ingest import Database, migrate, sweep_book
+from platform_ingest.errors import ProjectionSetupNotPermitted, SchemaNotPermitted
 from platform_ingest.ingest.books import register_book
 from platform_ingest.ingest.group_pass import GroupPass
-from platform_ingest.ingest.projection_step import projections_behind
+from platform_ingest.ingest.projection_step import install, projections_behind
 from platform_ingest.ingest.rebuild import rebuild
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.follow import follow
@@ -80,6 +83,8 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "schema_lock": (1,),
     "schema_version_read": (),
     "schema_version_record": (9,),
+    "schema_changed_notify": ("9",),
+    "schema_owner": (),
     "books_insert": (["book-00042", "book-09999"], ["/books/book-00042", "/books/book-09999"]),
     "book_select": ("book-00042",),
     "book_select_by_path": ("/books/book-00042",),
@@ -225,6 +230,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "projection_failures_of_books": (["book-00042", "book-00043"],),
     "platform_writes_of_transaction": (["runs", "attempts"],),
     "projection_lock_for_rebuild": ("ledger",),
+    "projection_version_of": ("ledger",),
     "projection_version_set": (2, "ledger"),
     "projection_rebuilt": ("ledger",),
     "projection_tracking_forget": ("ledger",),
@@ -483,6 +489,28 @@ class _RecordingV2(Recording):
         session.execute("DROP TABLE recorded_events")
 
 
+@contextmanager
+def _unprivileged(dsn: str, *rows_of: str) -> Iterator[Database]:
+    """The database as a role of its own that may create nothing and holds the rows of the tables
+    `rows_of` only: what a command refused for want of privileges runs."""
+    role = f"unprivileged_{os.getpid()}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'x'")  # type: ignore[arg-type]
+        admin.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")  # as since Postgres 15
+        for table in rows_of:
+            admin.execute(f"GRANT SELECT, INSERT, UPDATE ON {table} TO {role}")  # type: ignore[arg-type]
+    params = conninfo.conninfo_to_dict(dsn)
+    params.update(user=role, password="x")
+    db = Database(conninfo.make_conninfo(**{key: str(value) for key, value in params.items()}))
+    try:
+        yield db
+    finally:
+        db.close()
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")  # type: ignore[arg-type]
+            admin.execute(f"DROP ROLE {role}")  # type: ignore[arg-type]
+
+
 def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
     empty_dsn: str, tmp_path: Path, make_book: Callable[[str], Path]
 ) -> None:
@@ -496,6 +524,8 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
     set_statement_hook(record)
     db = Database(empty_dsn)
     try:
+        with _unprivileged(empty_dsn) as unprivileged, pytest.raises(SchemaNotPermitted):
+            migrate(unprivileged)
         migrate(db)
         require_current(db)
         book = make_book("book-vectors")
@@ -593,9 +623,15 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         for directory in grouped:
             append(directory, unit_done(3, "u-2", 1))
         group.run(["book-group-1", "book-group-2"])  # their cursors moved, their rows locked
+        with (
+            _unprivileged(empty_dsn, "projections") as unprivileged,
+            pytest.raises(ProjectionSetupNotPermitted),  # set up at version 2 only
+        ):
+            install(unprivileged, [Recording()])
         db.execute(_sql.APPLICATION_NAME_SET, ("platform-ingest worker w-1 0123456789",))
         live_workers(db)
         db.discard_plans()  # each survey's first statement (tests/platform/test_plans.py)
+        db.listen(_sql.LISTEN_SCHEMA)  # the worker's control listener, after its own channel
     finally:
         set_statement_hook(None)
         db.close()

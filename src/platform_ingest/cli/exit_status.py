@@ -16,3 +16,6 @@ class Exit(IntEnum):
     """`repair` refused: the engine is live."""
     NOT_REPLAYABLE = 4
     """`rebuild` caught up all it could, and some seqs cannot be replayed (each in its report)."""
+    SCHEMA_CHANGED = 5
+    """`run`: a newer release's `migrate` changed the schema under the worker, which stopped: start
+    it again on the new release."""

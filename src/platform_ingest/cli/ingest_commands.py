@@ -27,13 +27,19 @@ def load_projections(args: argparse.Namespace) -> tuple[Projection, ...]:
 
 
 def migrate(args: argparse.Namespace) -> int:
+    """The schema brought to this version, then each projection named set up (`--projection`):
+    the owner role's work, so that the worker role needs no privilege to create tables."""
+    projections = load_projections(args)
     with open_database(args) as db:
         before, after = migrate_schema(db)
-    print(
-        f"schema version {before} -> {after}"
-        if before != after
-        else f"schema version {after}: nothing to do"
-    )
+        print(
+            f"schema version {before} -> {after}"
+            if before != after
+            else f"schema version {after}: nothing to do"
+        )
+        install(db, projections)
+        for projection in projections:
+            print(f"projection {projection.name} version {projection.version}: set up")
     return Exit.OK
 
 

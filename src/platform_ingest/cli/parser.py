@@ -164,7 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
     audited = _audited(reason_required=False)
     audited_why = _audited(reason_required=True)
 
-    commands.add_parser("migrate", help="bring the database schema to this version")
+    migrate = commands.add_parser("migrate", help="bring the database schema to this version")
+    migrate.add_argument(
+        "--projection",
+        dest="projections",
+        metavar="SPEC",
+        action="append",
+        default=[],
+        help="then register this projection and run its setup (its tables), as the owner role: "
+        "package.module:object, or the name of an installed entry point of the group "
+        "platform_ingest.projections (repeatable; default: none)",
+    )
 
     sweep = commands.add_parser("sweep", help="one pass over each book, then exit")
     sweep.add_argument("book_dirs", nargs="+", metavar="BOOK_DIR", help=BOOK_DIR_HELP)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import signal
 
+from ..errors import SchemaChanged
 from ..worker.loop import Worker, WorkerSettings
 from .database import open_database
+from .exit_status import Exit
 from .ingest_commands import load_projections
 
 
@@ -37,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             return worker.run()
+        except SchemaChanged:
+            return Exit.SCHEMA_CHANGED  # said in the worker's log, at ERROR
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

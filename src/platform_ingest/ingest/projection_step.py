@@ -35,6 +35,7 @@ from ..errors import (
     DatabaseUnavailable,
     ProjectionFailed,
     ProjectionInvalid,
+    ProjectionSetupNotPermitted,
     ProjectionStatementRefused,
 )
 from ..journal.line import Line
@@ -52,22 +53,23 @@ _new_event = tuple.__new__
 def install(db: Database, projections: Sequence[Projection]) -> None:
     """Register each projection (at its version, if new) and run its `setup`, each in a
     transaction of its own. A projection registered at another version is logged: live batches
-    leave it behind until `platform-ingest rebuild` brings it to this version."""
+    leave it behind until `platform-ingest rebuild` brings it to this version.
+
+    A role that may not run a setup (SQLSTATE 42501: the worker role, which creates no table) goes
+    on when the projection is registered at this version: its setup ran then, by the owner role's
+    `migrate --projection` (docs/platform/workers.md, "Roles"). Otherwise
+    `ProjectionSetupNotPermitted` names that command."""
     for projection in projections:
-        with db.transaction():
-            row = db.fetch_one(
-                statements.PROJECTION_REGISTER, (projection.name, projection.version)
-            )
-            registered = None if row is None else row["version"]
-            try:
-                projection.setup(ProjectionSession(db.connection, projection.name))
-            except ProjectionFailed:
-                raise
-            except Exception as error:
-                raise ProjectionInvalid(
-                    f"projection {projection.name}: setup() failed: {type(error).__name__}: "
-                    f"{_first_line(error)}"
-                ) from error
+        try:
+            with db.transaction():
+                row = db.fetch_one(
+                    statements.PROJECTION_REGISTER, (projection.name, projection.version)
+                )
+                registered = None if row is None else row["version"]
+                _setup(db, projection)
+        except _SetupNotPermitted as refused:
+            _set_up_by_the_owner(db, projection, refused)
+            continue
         if registered != projection.version:
             logger.warning(
                 "projection %s is at version %s in Postgres and %d here: it is given no events "
@@ -76,6 +78,55 @@ def install(db: Database, projections: Sequence[Projection]) -> None:
                 registered,
                 projection.version,
             )
+
+
+class _SetupNotPermitted(Exception):
+    """A projection's setup was refused for want of privileges (its transaction rolled back)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _setup(db: Database, projection: Projection) -> None:
+    try:
+        projection.setup(ProjectionSession(db.connection, projection.name))
+    except ProjectionFailed:
+        raise
+    except Exception as error:
+        if getattr(error, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:
+            raise _SetupNotPermitted(_first_line(error)) from error
+        raise ProjectionInvalid(
+            f"projection {projection.name}: setup() failed: {type(error).__name__}: "
+            f"{_first_line(error)}"
+        ) from error
+
+
+def _set_up_by_the_owner(db: Database, projection: Projection, refused: _SetupNotPermitted) -> None:
+    """The role may not run the setup: fine when the owner's `migrate --projection` registered the
+    projection at this version (its tables are there, as its setup made them); else refused."""
+    row = db.fetch_one(statements.PROJECTION_VERSION_OF, (projection.name,))
+    if row is not None and row["version"] == projection.version:
+        logger.info(
+            "projection %s: this role may not run its setup (%s); the owner role set it up at "
+            "version %d (`platform-ingest migrate --projection`), and its tables are used as "
+            "they are",
+            projection.name,
+            refused.detail,
+            projection.version,
+        )
+        return
+    done = "has not set it up" if row is None else f"set it up only at version {row['version']}"
+    raise ProjectionSetupNotPermitted(
+        f"projection {projection.name} version {projection.version}: role "
+        f"{db.connection.info.user} may not run its setup() ({refused.detail}), and the owner "
+        f"role {done}: run `platform-ingest migrate --projection SPEC` with this "
+        "projection's SPEC as the owner role (the role that ran `migrate`), then start this "
+        "command again"
+    ) from refused
+
+
+_INSUFFICIENT_PRIVILEGE = "42501"
 
 
 def _first_line(error: BaseException) -> str:

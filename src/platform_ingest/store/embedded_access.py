@@ -8,7 +8,8 @@
   the command's user; else a fresh directory under the temporary directory, made for this start
   and removed when the server stops.
 - `pg_hba.conf` admits `peer` connections of the `postgres` role only, for the command's user and
-  the server's user (`pg_ident.conf`'s map `owner`), and nothing else. Both files are written at
+  the server's user (`pg_ident.conf`'s map `owner`); any other role (one its owner created) by its
+  password (`scram-sha-256`), and nothing else. Both files are written at
   every start: a cluster made by an earlier release (which trusted every local connection) is
   closed on its first start by this one.
 - Nothing above the cluster is opened to the server: run by root, it is given its cluster as its
@@ -47,6 +48,9 @@ _PROC_SELF_CWD = "/proc/self/cwd"
 
 HBA = "# Written by platform-ingest at every start: the owner alone, over the Unix socket.\n" + (
     "local all postgres peer map=owner\n"
+    # The roles an owner creates (an owner role and a worker role: docs/platform/workers.md,
+    # "Roles") log in by password, through the same socket only its owner can reach.
+    "local all all scram-sha-256\n"
 )
 
 

@@ -2,7 +2,13 @@
 
 A released step is never edited (its hash is pinned in tests/platform/test_migrations.py): a
 change of the schema is a new step and a new `SCHEMA_VERSION`. `schema.migrate` runs the missing
-steps in order, each recorded in `ingest_schema_version` in the same transaction.
+steps in order, each recorded in `ingest_schema_version` in the same transaction, and tells the
+running workers on `SCHEMA_CHANNEL` when that transaction commits.
+
+A new step keeps the previous release working for the moments its workers still run after the
+step committed (each stops at its next look at the schema, `worker.schema_watch`): it adds tables,
+nullable columns or columns with defaults, indexes; it never drops, renames or narrows what the
+previous release reads or writes (that waits for the release after).
 """
 
 from __future__ import annotations
@@ -31,6 +37,19 @@ SCHEMA_VERSION_READ = _q(
 SCHEMA_VERSION_RECORD = _q(
     "schema_version_record", "INSERT INTO ingest_schema_version (version) VALUES (%s)"
 )
+
+SCHEMA_CHANNEL = "platform_ingest_schema"
+"""Where `migrate` says it changed the schema (the payload: the new version): a running worker
+looks at the version at once, instead of at its next timed look."""
+SCHEMA_CHANGED_NOTIFY = _q("schema_changed_notify", f"SELECT pg_notify('{SCHEMA_CHANNEL}', %s)")
+SCHEMA_OWNER = _q(
+    "schema_owner",
+    """SELECT current_schema() AS schema,
+         (SELECT pg_get_userbyid(c.relowner) FROM pg_class c
+           WHERE c.oid = to_regclass('ingest_schema_version')) AS owner""",
+)
+"""Where the platform's tables are (the first schema of the search path) and the role that owns
+them (None: not created yet), named when a role may not migrate."""
 
 MIGRATIONS: dict[int, tuple[Statement, ...]] = {
     1: (

@@ -13,7 +13,7 @@ large arrays of a batch, which are cheaper to send that way.
 from __future__ import annotations
 
 # Imported first, so that the migrations' steps are listed before the queries below.
-from . import migrations as _migrations  # noqa: F401
+from . import migrations as _migrations
 from .statement import LISTED, Statement, session
 from .statement import copy as _copy
 from .statement import query as _q
@@ -474,6 +474,9 @@ PROJECTION_REGISTER = _q(
     """INSERT INTO projections (name, version) VALUES (%s, %s)
        ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING version""",
 )
+PROJECTION_VERSION_OF = _q(
+    "projection_version_of", "SELECT version FROM projections WHERE name = %s"
+)
 # Locked for share by each apply transaction, for update by a rebuild that resets the projection:
 # a batch never applies a projection's events across a change of its version.
 PROJECTIONS_LOCK = _q(
@@ -573,6 +576,9 @@ CHANNEL_CHANGES = "platform_ingest"
 CHANNEL_CONTROL = "platform_ingest_control"
 LISTEN_CHANGES = session("listen_changes", f"LISTEN {CHANNEL_CHANGES}")
 LISTEN_CONTROL = session("listen_control", f"LISTEN {CHANNEL_CONTROL}")
+# `migrate` changed the schema (`migrations.SCHEMA_CHANGED_NOTIFY`): the workers look at once.
+CHANNEL_SCHEMA = _migrations.SCHEMA_CHANNEL
+LISTEN_SCHEMA = session("listen_schema", f"LISTEN {CHANNEL_SCHEMA}")
 # A session's cached query plans forgotten, its prepared statements kept: each is planned again on
 # its next run, with the tables as they are then (`Database.discard_plans`).
 PLANS_DISCARD = session("plans_discard", "DISCARD PLANS")

@@ -5,6 +5,9 @@ trigger (schema step 4) sends the book's id on that channel when their transacti
 listener hands each id to the worker's loop, which passes the book at once if it is the worker's
 (`operator` trigger), instead of at its next safety pass.
 
+It also LISTENs on `platform_ingest_schema`, where `migrate` says it changed the schema: the
+listener calls `on_schema`, and the worker looks at the schema version at once (`schema_watch`).
+
 The listener's session is announced as `platform-ingest listener <worker id>`, never as a worker,
 so membership does not count it. When its connection is lost it connects again after a jittered
 wait that grows to 5 s; notifications sent meanwhile are lost, so it asks the worker for a safety
@@ -30,7 +33,8 @@ WAKE_S = 1.0
 
 class ControlListener:
     """Hands the id of each book an operator changed to `on_book`; calls `on_reconnected` after
-    its connection came back (what was sent meanwhile is lost)."""
+    its connection came back (what was sent meanwhile is lost), and `on_schema` when `migrate`
+    changed the schema."""
 
     def __init__(
         self,
@@ -40,12 +44,14 @@ class ControlListener:
         settings: DatabaseSettings,
         on_book: Callable[[str], None],
         on_reconnected: Callable[[], None],
+        on_schema: Callable[[], None] = lambda: None,
     ) -> None:
         self._db = Database(
             dsn, settings, application_name=f"platform-ingest listener {worker_id}"[:63]
         )
         self._on_book = on_book
         self._on_reconnected = on_reconnected
+        self._on_schema = on_schema
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ingest-control", daemon=True)
 
@@ -64,6 +70,7 @@ class ControlListener:
             try:
                 self._db.connect_once()
                 self._db.listen(statements.LISTEN_CONTROL)
+                self._db.listen(statements.LISTEN_SCHEMA)
                 if lost:
                     logger.info("the control listener is back")
                     self._on_reconnected()
@@ -85,4 +92,7 @@ class ControlListener:
     def _listen(self) -> None:
         while not self._stop.is_set():
             for notify in self._db.notifications(WAKE_S):
-                self._on_book(notify.payload)
+                if notify.channel == statements.CHANNEL_SCHEMA:
+                    self._on_schema()
+                else:
+                    self._on_book(notify.payload)

@@ -43,6 +43,10 @@ SIGTERM or SIGINT (`request_stop`): the batch in flight is committed (a pass sto
 transaction begins), the watcher stops, the session ends (its books go to the other workers at
 their next membership check) and `run` returns 0.
 
+A newer release's `migrate` under the worker (`schema_watch`, looked at between passes): the
+worker takes no pass any more, logs one ERROR naming both versions, stops as on SIGTERM and
+`run` raises `SchemaChanged` (the command exits for the supervisor to start the new release).
+
 This module holds the loop: the events it waits for, the passes and what their outcome means.
 When each book is due, and the waits while Postgres is away, are `schedule`'s; which books there
 are, which are this worker's and how far behind they are, `survey`'s.
@@ -69,6 +73,7 @@ from ..errors import (
     JournalUnreadable,
     NotFound,
     ProjectionFailed,
+    SchemaChanged,
 )
 from ..ingest.apply import CommitStage
 from ..ingest.book_pass import BookPass, Mode, PassReport
@@ -89,15 +94,18 @@ from .membership import (
 )
 from .metrics import Metrics
 from .schedule import BUSY_RETRY_WAIT_S, Due, PostgresAway, Schedule
+from .schema_watch import SchemaWatch
 from .survey import Book, Survey
 from .watcher import Watcher
 
 logger = logging.getLogger("platform_ingest")
 
-EventKind = Literal["stop", "journal", "root", "watcher_up", "watcher_down", "book", "resurvey"]
+EventKind = Literal[
+    "stop", "journal", "root", "watcher_up", "watcher_down", "book", "resurvey", "schema"
+]
 """What the loop is told: stop; a journal changed; a root's list of books changed; the watcher
 works again, or stopped working; an operator changed a book (by its id); the control listener is
-back after a loss (a safety pass now)."""
+back after a loss (a safety pass now); `migrate` changed the schema (a look at it now)."""
 
 
 @dataclass
@@ -191,7 +199,9 @@ class Worker:
             settings=database_settings or worker_database_settings(),
             on_book=lambda book_id: self._events.put(_Event("book", book_id=book_id)),
             on_reconnected=lambda: self._events.put(_Event("resurvey")),
+            on_schema=lambda: self._events.put(_Event("schema")),
         )
+        self.schema = SchemaWatch(settings.survey_interval_s)
         self.housekeeping = (
             None
             if settings.compact_quiet_s is None
@@ -280,6 +290,17 @@ class Worker:
             self.housekeeping.start()
         try:
             self._loop()
+        except SchemaChanged as error:
+            self.log.error(
+                "%s: the worker takes no pass any more and exits, for its supervisor to start it "
+                "on the new release",
+                error,
+                fields={
+                    "schema_version": error.found_version,
+                    "known_schema_version": error.known_version,
+                },
+            )
+            raise
         finally:
             if self.housekeeping is not None:
                 self.housekeeping.stop()
@@ -305,6 +326,7 @@ class Worker:
                     install(self.db, self.projections)
                     self._installed = True
                 self.health.schema_checked = True  # checked by the command before the loop
+                self.schema.check(self.db)  # a query only when a look is due
                 if not survey.announced:
                     survey.rescan()  # every book registered, none worked yet
                     survey.announce(application_name(self.worker_id, self.digest))
@@ -364,6 +386,8 @@ class Worker:
                     self.schedule.mark(book.path, "operator", event.at)
             elif event.kind == "resurvey":
                 self.survey.next_survey = 0.0
+            elif event.kind == "schema":
+                self.schema.look_again()
             elif event.kind in ("watcher_up", "watcher_down"):
                 self.metrics.watcher_up.set(1 if event.kind == "watcher_up" else 0)
 
@@ -573,6 +597,7 @@ class Worker:
         )
         self.survey.next_membership = 0.0
         self.survey.next_survey = 0.0
+        self.schema.look_again()
 
     def _reconnect(self) -> bool:
         """Try once to connect; the episode goes on until the work goes through (`_back`)."""
@@ -587,6 +612,7 @@ class Worker:
         # pass after every outage).
         self.survey.next_membership = 0.0
         self.survey.next_survey = 0.0
+        self.schema.look_again()
         return True
 
     def _back(self) -> None:
