@@ -16,3 +16,5 @@ class Exit(IntEnum):
     """`repair` refused: the engine is live."""
     NOT_REPLAYABLE = 4
     """`rebuild` caught up all it could, and some seqs cannot be replayed (each in its report)."""
+    MISMATCH = 5
+    """`scrub` found an applied line the journal no longer holds as it was (each in its report)."""
