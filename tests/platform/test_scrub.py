@@ -358,7 +358,11 @@ def test_a_worker_finds_a_line_changed_in_place(
         )
         error = attempts(db, book)[RUN_A]["error"]
         assert (error["kind"], error["seq"]) == ("payload_conflict", 21)
-        assert worker_metrics(log)["platform_ingest_scrub_mismatches_total"] == 1
+        # Counted once its step is over, just after the quarantine was written.
+        wait_for(
+            "the mismatch counted",
+            lambda: worker_metrics(log)["platform_ingest_scrub_mismatches_total"] == 1,
+        )
     finally:
         assert stop_worker(worker) == 0
 

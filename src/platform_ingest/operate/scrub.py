@@ -40,13 +40,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from .._plain import plain
 from ..decisions.replay import REPLAY_WINDOW_SEQS
 from ..decisions.views import AttemptState, ProblemRecord
 from ..errors import (
     AppliedLineMissing,
     CompactedConflict,
     CompactedRangeBroken,
-    DatabaseTimeout,
+    DatabaseUnavailable,
+    IngestError,
     JournalUnreadable,
     LineRefused,
     LineTooLong,
@@ -172,8 +174,6 @@ class _Stream:
         self.recent: dict[int, bytes] = {}
         """seq -> sha256 of the latest `REPLAY_WINDOW_SEQS` seqs of the compacted range met."""
         self.range_in_order = True
-        self.hashes: dict[int, bytes] = {}
-        self.hashes_from = self.hashes_to = 0
         self.done = False
         """A mismatch was found: nothing more of it is compared."""
 
@@ -196,6 +196,9 @@ class BookScrub:
         self._streams: dict[str, _Stream] = {}
         self._section: _Stream | None = None
         self._signature: dict[str, tuple[int, int, bool]] = {}
+        self._window: tuple[int, int, dict[int, bytes]] = (-1, 0, {})
+        """The kept hashes fetched last: (attempt id, first seq, seq -> sha256): one window for
+        the whole book, whatever its number of streams."""
         self._hellos: dict[int, _Stream] = {}
         """The strict streams by the offset of their first hello."""
         self._new: list[Mismatch] = []
@@ -236,7 +239,12 @@ class BookScrub:
                 self._started = False
             if not self._started:
                 self._begin(book.scan_epoch, rows, journal)
-            return self._read(journal, budget_bytes)
+            try:
+                return self._read(journal, budget_bytes)
+            except IngestError:
+                raise  # DatabaseUnavailable is a ConnectionError, hence an OSError: not the file's
+            except OSError as error:
+                return self._unread(f"the journal could not be read: {error.strerror}")
 
     def _nothing_to_compare(self) -> int:
         self.report.streams = 0
@@ -295,6 +303,7 @@ class BookScrub:
             for engine_run_id, stream in self._streams.items()
         }
         self._section = None
+        self._window = (-1, 0, {})
         self._hellos = {
             stream.hello_at: stream
             for stream in self._streams.values()
@@ -538,13 +547,13 @@ class BookScrub:
 
     def _applied(self, stream: _Stream, seq: int) -> bytes | None:
         """The hash applied at the stream's `seq` (past its compacted range), a window at a time."""
-        if not stream.hashes_from <= seq < stream.hashes_to:
+        window = self._window
+        if window[0] != stream.attempt_id or not window[1] <= seq < window[1] + HASH_WINDOW_SEQS:
             rows = self.db.fetch_tuples(
                 statements.LINE_HASHES_WINDOW, (stream.attempt_id, seq, seq + HASH_WINDOW_SEQS)
             )
-            stream.hashes = {row_seq: bytes(value) for row_seq, value in rows}
-            stream.hashes_from, stream.hashes_to = seq, seq + HASH_WINDOW_SEQS
-        return stream.hashes.get(seq)
+            window = self._window = (stream.attempt_id, seq, {n: bytes(v) for n, v in rows})
+        return window[2].get(seq)
 
     # --- what was found --------------------------------------------------------------------------
 
@@ -568,7 +577,7 @@ class BookScrub:
             logger.warning(
                 "scrub of %s: stream %s: %s at seq %s, byte %s -> %s",
                 self.ref,
-                mismatch.engine_run_id,
+                plain(mismatch.engine_run_id),
                 record.kind,
                 record.seq,
                 record.offset,
@@ -680,8 +689,12 @@ class BackgroundScrub:
             mismatches_before = len(scrub.report.mismatches)
             try:
                 read = scrub.step(int(min(self.tokens, STEP_BYTES_MAX)))
-            except (NotFound, DatabaseTimeout) as error:
-                logger.info("scrub of %s left for a later round: %s", scrub.ref, error)
+            except DatabaseUnavailable:
+                raise  # Postgres is away: the worker's loop waits for it
+            except (IngestError, OSError) as error:
+                logger.info(
+                    "scrub of %s left for a later round: %s", scrub.ref, type(error).__name__
+                )
                 self._current = None
                 continue
             if read is None:  # a pass holds it: another book meanwhile
