@@ -12,10 +12,11 @@ kept of it (docs/platform/cursor.md):
   which must be the one kept; a repeat of a seq of the latest 4,096 is compared with that copy.
 
 An attempt whose last applied line was read in this very file (its hint names the file) must show
-every applied seq, each first met in seq order, at the place the one before ended or later: a seq
-that is missing, met out of order, or where an unreadable line stands is a mismatch too. An
-attempt whose lines were read in another file (the journal was replaced since) has only the lines
-found compared; what could not be is counted `unverified`.
+every applied seq in it: its first hello at the offset where a pass first read it (the attempt's
+place in the book), and each seq first met in seq order. A seq that is missing, met out of order,
+or whose place an unreadable line takes (just past the stream's last line met) is a mismatch too.
+An attempt whose lines were read in another file (the journal was replaced since) has only the
+lines found compared; what could not be is counted `unverified`.
 
 Each mismatch is recorded on its attempt as the pass records a conflict (`payload_conflict`, the
 attempt quarantined, with both hashes as evidence), on an attempt that has no problem standing
