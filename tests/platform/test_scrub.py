@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from platform_ingest import Database
 from platform_ingest.cli.main import main
+from platform_ingest.cli.storage_commands import scrub_text
 from platform_ingest.ingest.books import book_lock_key, register_book
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.naming import release_attempt
@@ -237,16 +238,28 @@ def test_a_line_cut_away_is_missing(db: Database, make_book: MakeBook) -> None:
     start = sum(map(len, lines[:4]))
     for index in range(len(lines[4]) - 1):
         _edit_in_place(book, start + index, ord(" "))
-    (mismatch,) = scrub_book(db, book_id).mismatches
+    report = scrub_book(db, book_id)
+    (mismatch,) = report.mismatches
     assert (mismatch.problem.seq, mismatch.problem.offset) == (5, start)
+    assert scrub_text(report).splitlines()[1] == (
+        f"  stream {RUN_A} seq 5, byte {start}: payload_conflict (quarantined): "
+        f"{mismatch.problem.detail}"
+    )
 
     write(book, *lines)
     release_attempt(db, str(book), RUN_A, reason="put back")
     sweep(db, book)
     _edit_in_place(book, sum(map(len, lines)) - 1, ord("}"))
-    (mismatch,) = scrub_book(db, book_id).mismatches
+    report = scrub_book(db, book_id)
+    (mismatch,) = report.mismatches
     assert (mismatch.problem.seq, mismatch.problem.offset) == (12, None)
     assert "no line of seq 12 with those bytes" in mismatch.problem.detail
+    assert report.outcome == "mismatch" and scrub_text(report).startswith("book book-1: mismatch:")
+    assert (
+        scrub_text(report)
+        .splitlines()[1]
+        .startswith(f"  stream {RUN_A} seq 12: payload_conflict (quarantined): seq 12 was applied")
+    )
 
 
 def test_the_scrub_waits_for_a_pass_and_lets_passes_in_between_its_steps(
