@@ -19,6 +19,9 @@ in `docs/performance.md`, which this runner never writes.
   `LISTEN platform_ingest` wake-up, against a bare `pg_notify` commit) likewise;
 - `bench/bench_retention.py --json` (the platform's bounded storage: bytes per attempt before and
   after compaction, the apply rate beside a compacted history, the bytes a resume reads) likewise;
+- `bench/bench_scrub.py --json` (the scrub of a book's applied lines against its floor, each line
+  of the same file cut and sha256'd, and the CPU of the worker's background scrub at its default
+  rate) likewise;
 - `bench/bench_fleet.py --json` (4 worker processes over 40,000 books, one killed with SIGKILL
   and restarted every 10 s while a writer appends: takeover, fsync-to-commit latency, Postgres
   connections and advisory locks, lines applied twice) likewise;
@@ -70,6 +73,7 @@ FULL = {
     "projections": ["--whole-process", "--profile"],
     "decode": [],
     "retention": [],
+    "scrub": [],
     "fleet": [],
     "growth": [],
     "fanin": [],
@@ -103,6 +107,7 @@ QUICK = {
         "--rounds",
         "4",
     ],
+    "scrub": ["--lines", "20000", "--streams", "2", "--rounds", "2"],
     "fleet": ["--books", "2000", "--churn-s", "30", "--steady-s", "10"],
     "growth": ["--lines", "1000,100000", "--books", "1000,5000", "--surveys", "3"],
     "fanin": [
@@ -415,6 +420,13 @@ def main() -> None:
         run(
             "Bounded storage (platform)",
             ["bench/bench_retention.py", "--json", *sizes["retention"], *dsn_args],
+            as_json=True,
+        )
+    )
+    results.append(
+        run(
+            "The scrub: history checked again",
+            ["bench/bench_scrub.py", "--json", *sizes["scrub"], *dsn_args],
             as_json=True,
         )
     )

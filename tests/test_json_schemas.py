@@ -35,6 +35,7 @@ from platform_ingest.decisions.runs import FailReason
 from platform_ingest.decisions.states import PauseReason, RunState
 from platform_ingest.decisions.views import AttemptState
 from platform_ingest.errors import BookProblemKind, ProjectionFailed, StreamProblemKind
+from platform_ingest.operate.scrub import Outcome
 from platform_ingest.operate.show import show_books
 from platform_journals import (
     POISON_UNIT,
@@ -53,7 +54,7 @@ from platform_journals import (
 from projection_fixtures import FailingFor, Recording
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "reference" / "schemas"
-SCHEMA_NAMES = ("show", "status", "verify")
+SCHEMA_NAMES = ("scrub", "show", "status", "verify")
 MakeBook = Callable[[str], Path]
 
 
@@ -80,7 +81,7 @@ def assert_invalid(name: str, output: Any) -> None:
 # --- the schemas themselves ----------------------------------------------------------------------
 
 
-def test_the_published_schemas_are_these_three() -> None:
+def test_the_published_schemas_are_these_four() -> None:
     assert sorted(path.name for path in SCHEMAS.iterdir()) == sorted(
         f"{name}.schema.json" for name in SCHEMA_NAMES
     )
@@ -156,6 +157,7 @@ def test_the_enumerations_are_the_codes_own() -> None:
     assert set(reasons) == {*get_args(PauseReason), *get_args(FailReason)}
     verify = schema("verify")
     assert _enum(verify, *defs, "stream", "properties", "verdict") == set(get_args(Verdict))
+    assert _enum(schema("scrub"), "properties", "outcome") == set(get_args(Outcome))
 
 
 # --- the engine's commands -----------------------------------------------------------------------
@@ -683,3 +685,47 @@ def test_the_show_schema_rejects_a_key_removed_or_a_value_mistyped(
         _with(state, [*first, "surprise"], 1),
     ):
         assert_invalid("show", broken)
+
+
+# --- platform-ingest scrub --------------------------------------------------------------------------
+
+
+def scrub_json(capsys: pytest.CaptureFixture[str], dsn: str, *book_dirs: Path) -> list[Any]:
+    capsys.readouterr()
+    main(["--dsn", dsn, "scrub", "--json", *map(str, book_dirs)])
+    return [json.loads(text) for text in capsys.readouterr().out.splitlines()]
+
+
+@pytest.mark.postgres
+def test_scrub_of_books_clean_changed_and_without_a_journal(
+    db: Database, fresh_dsn: str, make_book: MakeBook, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every outcome the scrub prints validates: clean, a mismatch with an offset, one without
+    (a line cut away), and a book whose journal is gone; and one key removed or mistyped fails."""
+    clean, edited, cut, gone = (make_book(f"book-{n}") for n in range(1, 5))
+    for book in (clean, edited, cut, gone):
+        write(book, hello(RUN_A, book.name), spend(2, 1500), unit_done(3, "u-1", 0), spend(4, 1700))
+        sweep(db, book)
+    with open(edited / "events.jsonl", "r+b") as journal:
+        journal.seek(journal.read().index(b"1500"))
+        journal.write(b"9")
+    with open(cut / "events.jsonl", "r+b") as journal:
+        journal.truncate(len(journal.read()) - 1)
+    (gone / "events.jsonl").unlink()
+    reports = scrub_json(capsys, fresh_dsn, clean, edited, cut, gone)
+    assert [report["outcome"] for report in reports] == ["clean", "mismatch", "mismatch", "unread"]
+    assert reports[1]["mismatches"][0]["offset"] is not None
+    assert reports[2]["mismatches"][0]["offset"] is None
+    for report in reports:
+        assert_valid("scrub", report)
+    mismatch = ["mismatches", 0]
+    for broken in (
+        _without(reports[1], ["streams"]),
+        _without(reports[1], [*mismatch, "recorded"]),
+        _with(reports[1], ["outcome"], "dirty"),
+        _with(reports[1], ["bytes_read"], "12"),
+        _with(reports[1], [*mismatch, "kind"], "malformed"),
+        _with(reports[1], [*mismatch, "seq"], 0),
+        _with(reports[1], ["surprise"], 1),
+    ):
+        assert_invalid("scrub", broken)

@@ -17,6 +17,11 @@ RUNS_PER_CALL_MAX = 256
 """How many runs one `prune` call takes on."""
 REBUILD_BATCH_EVENTS_MAX = 5_000
 """The most events one rebuild transaction gives a projection."""
+SCRUB_BYTES_PER_S_DEFAULT = 1024 * 1024
+"""How many bytes of journals a worker reads again a second, on average, to check its books'
+applied lines (`run --scrub-bytes-per-s`): 1 MiB/s, under 1% of a core (docs/performance.md)."""
+SCRUB_BUSY_WAIT_S = 30.0
+"""How long `scrub` waits, between two steps, for a pass holding the book."""
 STATUS_TIMEOUT_S = 60.0
 """How long `repair` waits for the engine's status command."""
 

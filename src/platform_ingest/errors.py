@@ -417,6 +417,42 @@ class CompactedConflict(PayloadConflict):
         )
 
 
+class CompactedRangeBroken(CompactedConflict):
+    """A scrub of the journal that holds a compacted range did not find one of its seqs as it was
+    applied (missing, out of order, unreadable): a line changed or was cut away. Its detail begins
+    as a `CompactedConflict`'s: no single line can be skipped."""
+
+    def __init__(self, *, last_seq: int, missing_seq: int, offset: int, applied_sha256: str):
+        StreamProblem.__init__(
+            self,
+            f"{self.DETAIL_START}{last_seq} were compacted to the digest {applied_sha256}; the "
+            f"journal no longer holds seq {missing_seq} of them as it was applied (found at byte "
+            f"{offset}; a line of them changed or was cut away)",
+            seq=last_seq,
+            offset=offset,
+        )
+        self.applied_sha256 = applied_sha256
+        self.line_sha256 = "(not found)"
+        self.missing_seq = missing_seq
+
+
+class AppliedLineMissing(PayloadConflict):
+    """A scrub read the whole journal and met no line of an applied seq with the bytes applied
+    there: it changed past recognition or was cut away. No line is named (`offset` None), so none
+    can be skipped: the journal put back and `release`, or `abandon`."""
+
+    def __init__(self, *, seq: int, applied_sha256: str, read_to: int) -> None:
+        StreamProblem.__init__(
+            self,
+            f"seq {seq} was applied with sha256 {applied_sha256}; the journal holds no line of "
+            f"seq {seq} with those bytes before byte {read_to} (it changed, or was cut away)",
+            seq=seq,
+            offset=None,
+        )
+        self.applied_sha256 = applied_sha256
+        self.line_sha256 = "(not found)"
+
+
 class SequenceGap(StreamProblem):
     """A line skips seqs: lines were lost, nothing after the hole is applied."""
 

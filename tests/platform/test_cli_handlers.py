@@ -43,13 +43,16 @@ def test_every_handler_resolves_to_a_function_of_one_argument() -> None:
 
 
 def test_the_exit_statuses_are_the_documented_ones() -> None:
-    """docs/platform/cli.md's table: 0 done, 1 failed, 2 usage, 3 engine live, 4 not replayable."""
+    """docs/platform/cli.md's table: 0 done, 1 failed, 2 usage, 3 engine live, 4 not replayable,
+    5 the schema changed under a worker, 6 a scrub's mismatch."""
     assert {status.name: int(status) for status in Exit} == {
         "OK": 0,
         "FAILED": 1,
         "USAGE": 2,
         "ENGINE_LIVE": 3,
         "NOT_REPLAYABLE": 4,
+        "SCHEMA_CHANGED": 5,
+        "MISMATCH": 6,
     }
 
 
@@ -75,7 +78,7 @@ def test_the_audited_commands_take_by_and_reason_and_require_a_reason_where_docu
             assert options["--reason"].required is AUDITED[name], name
 
 
-PRINTS_TEXT_OR_JSON = frozenset({"sweep", "show", "rebuild", "compact", "prune"})
+PRINTS_TEXT_OR_JSON = frozenset({"sweep", "show", "rebuild", "compact", "prune", "scrub"})
 """The commands whose report is text for a person, and the same report as JSON with `--json`
 (docs/platform/cli.md). The remedies and `repair` print their audit record as JSON always (its
 `action_id` is what a launcher keeps), `migrate`, `name` and `release` one line of text, and `run`
@@ -100,6 +103,7 @@ def _operands(command: str) -> list[str]:
         "rebuild": ["--projection", "p:P"],
         "prune": ["--older-than-s", "1"],
         "sweep": ["book"],
+        "scrub": ["book"],
     }.get(command, [])
 
 

@@ -61,6 +61,10 @@ SAMPLES: dict[type[StreamProblem], StreamProblem] = {
     errors.CompactedConflict: errors.CompactedConflict(
         last_seq=8, offset=40, applied_sha256=H, read_sha256=H[::-1]
     ),
+    errors.CompactedRangeBroken: errors.CompactedRangeBroken(
+        last_seq=8, missing_seq=5, offset=40, applied_sha256=H
+    ),
+    errors.AppliedLineMissing: errors.AppliedLineMissing(seq=5, applied_sha256=H, read_to=400),
     errors.SequenceGap: errors.SequenceGap(expected_seq=4, seq=6, offset=40),
     errors.BookMismatch: errors.BookMismatch(offset=0),
     errors.ForeignStreamAhead: errors.ForeignStreamAhead(offset=0, engine_run_id="r-2"),

@@ -19,3 +19,5 @@ class Exit(IntEnum):
     SCHEMA_CHANGED = 5
     """`run`: a newer release's `migrate` changed the schema under the worker, which stopped: start
     it again on the new release."""
+    MISMATCH = 6
+    """`scrub` found an applied line the journal no longer holds as it was (each in its report)."""

@@ -42,7 +42,8 @@ Exit codes: 0 done (a book that ends quarantined or stalled is state, not a fail
 2 bad usage or input (unknown book, path outside the roots, a refused operation, a reader given
 no database);
 3 `repair` refused because the engine is live; 4 `rebuild` caught up all it could, and some seqs
-cannot be replayed (each listed in its report).
+cannot be replayed (each listed in its report); 5 `scrub` found an applied line the journal no
+longer holds as it was (each listed in its report).
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ from .._defaults import (
     QUIET_FOR_S_DEFAULT,
     REBUILD_BATCH_EVENTS_MAX,
     RUNS_PER_CALL_MAX,
+    SCRUB_BUSY_WAIT_S,
+    SCRUB_BYTES_PER_S_DEFAULT,
     STATUS_TIMEOUT_S,
 )
 from .._logs import add_options as add_log_options
@@ -44,6 +46,7 @@ HANDLERS = {
     "rebuild": "storage_commands:rebuild",
     "compact": "storage_commands:compact",
     "prune": "storage_commands:prune",
+    "scrub": "storage_commands:scrub",
     "completion": "completion:completion",
 }
 """Each command's handler: `module:function` in this package, called with the parsed arguments,
@@ -80,6 +83,17 @@ def _seconds(text: str) -> float:
         value = math.nan
     if not 0 <= value < math.inf:
         raise argparse.ArgumentTypeError(f"{text} is not a number of seconds, 0 or more")
+    return value
+
+
+def _bytes_per_s(text: str) -> int:
+    """A rate in bytes a second: a whole number, 0 (off) or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative (0 turns it off)")
     return value
 
 
@@ -253,6 +267,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-compact",
         action="store_true",
         help="never compact line hashes (storage then grows with every line applied)",
+    )
+    run.add_argument(
+        "--scrub-bytes-per-s",
+        type=_bytes_per_s,
+        default=SCRUB_BYTES_PER_S_DEFAULT,
+        metavar="B",
+        help="read the books' applied lines again in the background at most B bytes a second "
+        "on average, and quarantine a line changed since it was applied (0: never; default "
+        f"{SCRUB_BYTES_PER_S_DEFAULT})",
     )
     run.add_argument(
         "--worker-id",
@@ -444,6 +467,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prune.add_argument(
         "--json", action="store_true", help="print the report as JSON (default: text)"
+    )
+
+    scrub = commands.add_parser(
+        "scrub",
+        help="read each book's applied lines again and compare them with what was applied "
+        "(a line changed since is quarantined as payload_conflict)",
+    )
+    scrub.add_argument("book_dirs", nargs="+", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    scrub.add_argument(
+        "--busy-wait-s",
+        type=_seconds,
+        default=SCRUB_BUSY_WAIT_S,
+        metavar="S",
+        help="how long to wait, between two steps, for a pass that holds the book "
+        f"(default {SCRUB_BUSY_WAIT_S:g}); then the book is reported busy",
+    )
+    scrub.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON report per book, one compact object a line (NDJSON)",
     )
 
     repair = commands.add_parser(

@@ -1,7 +1,8 @@
 """The commands on stored state as a whole: `rebuild` (a projection caught up from the journals),
-`compact` (quiet attempts' line hashes into one digest) and `prune` (old ended runs deleted,
-audited). Each prints its report as text, or as JSON with `--json`, and shows its progress on
-stderr when that is a terminal (`progress`)."""
+`compact` (quiet attempts' line hashes into one digest), `prune` (old ended runs deleted,
+audited) and `scrub` (the applied lines read again and compared with what was applied). Each
+prints its report as text, or as JSON with `--json` (`scrub`: one object a book, NDJSON), and
+shows its progress on stderr when that is a terminal (`progress`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from ..ingest.rebuild import RebuildReport
 from ..ingest.rebuild import rebuild as rebuild_projection
 from ..operate.compact import CompactionReport, compact_quiet
 from ..operate.prune import PruneReport, prune_runs
+from ..operate.scrub import ScrubReport, scrub_book
 from .database import open_database
 from .exit_status import Exit
 from .ingest_commands import load_projections
-from .output import print_json
+from .output import print_json, print_json_line
 from .progress import progress_line
 
 
@@ -137,4 +139,47 @@ def prune_text(report: PruneReport) -> str:
             ),
         ]
     lines.extend(f"  run {run_id} skipped: {plain(why)}" for run_id, why in report.skipped.items())
+    return "\n".join(lines)
+
+
+def scrub(args: argparse.Namespace) -> int:
+    """Exit 6 (`MISMATCH`) when a book's journal no longer holds an applied line as it was;
+    else 1 when a book could not be read (no journal while lines were applied, or held by a pass
+    for `--busy-wait-s`); else 0."""
+    worst = Exit.OK
+    with open_database(args) as db:
+        books = [find_book(db, book_dir) for book_dir in args.book_dirs]
+        for number, book in enumerate(books, 1):
+            with progress_line() as line:
+                line.update(f"scrub: book {number} of {len(books)}")
+                report = scrub_book(db, book.book_id, busy_wait_s=args.busy_wait_s)
+            if args.json:
+                print_json_line(report.as_json())
+            else:
+                print(scrub_text(report))
+            if report.outcome == "mismatch":
+                worst = Exit.MISMATCH
+            elif report.outcome in ("busy", "unread") and worst == Exit.OK:
+                worst = Exit.FAILED
+    return worst
+
+
+def scrub_text(report: ScrubReport) -> str:
+    book = plain(report.book_id)
+    if report.outcome in ("busy", "unread"):
+        return f"book {book}: not scrubbed ({report.outcome}): {plain(report.reason or '')}"
+    lines = [
+        f"book {book}: {report.outcome}: {_count(report.streams, 'stream')}, "
+        f"{_count(report.bytes_read, 'byte')} read, {_count(report.lines_compared, 'line')} "
+        f"compared, {_count(report.ranges_compared, 'compacted range')} compared by digest"
+        + (f", {report.unverified} unverified" if report.unverified else "")
+    ]
+    for mismatch in report.mismatches:
+        problem = mismatch.problem
+        where = "" if problem.offset is None else f", byte {problem.offset}"
+        outcome = "quarantined" if mismatch.recorded else f"not recorded: it is {mismatch.state}"
+        lines.append(
+            f"  stream {plain(mismatch.engine_run_id)} seq {problem.seq}{where}: {problem.kind} "
+            f"({outcome}): {plain(problem.detail)}"
+        )
     return "\n".join(lines)

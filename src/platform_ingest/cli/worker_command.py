@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
                 metrics_port=args.metrics_port,
                 metrics_address=args.metrics_address,
                 compact_quiet_s=None if args.no_compact else args.compact_quiet_s,
+                scrub_bytes_per_s=args.scrub_bytes_per_s,
             ),
             worker_id=args.worker_id,
             projections=projections,

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .._defaults import SCRUB_BYTES_PER_S_DEFAULT
 from .._logs import FieldsLogger
 from ..errors import (
     ConfigError,
@@ -80,6 +81,7 @@ from ..ingest.book_pass import BookPass, Mode, PassReport
 from ..ingest.group_pass import GROUP_BOOKS_MAX, GroupPass
 from ..ingest.projection_step import install
 from ..operate.compact import QUIET_FOR_S_DEFAULT
+from ..operate.scrub import BackgroundScrub
 from ..projections import Projection, check_projections
 from ..store.db import Database, DatabaseSettings, unavailable_reason
 from .control import ControlListener
@@ -122,6 +124,8 @@ class WorkerSettings:
     """Where the metrics are served: loopback unless the operator opens it."""
     compact_quiet_s: float | None = QUIET_FOR_S_DEFAULT
     """Compact attempts quiet for this long (`housekeeping`); None: never."""
+    scrub_bytes_per_s: float = SCRUB_BYTES_PER_S_DEFAULT
+    """Read the owned books' applied lines again at most this fast (`operate.scrub`); 0: never."""
 
 
 def worker_database_settings() -> DatabaseSettings:
@@ -219,6 +223,9 @@ class Worker:
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
         self._stopping = False
         self.schedule = Schedule()
+        self.scrub = BackgroundScrub(
+            self.db, bytes_per_s=settings.scrub_bytes_per_s, counters=self.metrics
+        )
         self.away = PostgresAway(settings.database_wait_max_s)
         self._away_reason: str | None = None
         """Why Postgres is away in the episode going on (`store.db.unavailable_reason`)."""
@@ -339,6 +346,15 @@ class Worker:
                 if survey.surveying:
                     survey.step()  # one page; the passes due run before the next
                 self._passes()
+                # In the time the passes leave: it yields to any event, and to any pass due.
+                self.scrub.step(
+                    lambda: [book.book_id for book in survey.owned() if book.book_id],
+                    lambda: (
+                        self._stopping
+                        or not self._events.empty()
+                        or self.schedule.soonest(math.inf) <= time.monotonic()
+                    ),
+                )
             except (DatabaseUnavailable, DatabaseTimeout) as error:
                 self._database_failed(error)
                 continue

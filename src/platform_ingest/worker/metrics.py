@@ -24,6 +24,8 @@ an operator looking for WHICH book lags runs `platform-ingest show --json` (its 
     platform_ingest_database_errors_total{error}   unavailable, refusing writes, or timeout
     platform_ingest_watcher_up                     1 while change notification works (0: survey passes only)
     platform_ingest_last_survey_timestamp_seconds  when the safety-net survey last completed
+    platform_ingest_scrub_bytes_total              bytes of journals read again by the background scrub
+    platform_ingest_scrub_mismatches_total         applied lines it found changed (each quarantined its stream)
 
 What is true now of the owned books, rebuilt from Postgres by every survey (the first at start),
 each label present from then on, 0 included (a counter that starts empty at a restart would page
@@ -74,6 +76,16 @@ class Metrics:
         self.attempts_compacted = Counter(
             prefix + "attempts_compacted",
             "Quiet attempts whose line hashes became one digest",
+            registry=registry,
+        )
+        self.scrub_bytes = Counter(
+            prefix + "scrub_bytes",
+            "Bytes of journals read again by the background scrub",
+            registry=registry,
+        )
+        self.scrub_mismatches = Counter(
+            prefix + "scrub_mismatches",
+            "Applied lines the background scrub found changed since they were applied",
             registry=registry,
         )
         self.problems = Counter(
@@ -193,3 +205,8 @@ class Metrics:
     def database_back(self) -> None:
         self.database_up.set(1)
         self.database_down_reason.clear()
+
+    def scrubbed(self, bytes_read: int, mismatches: int) -> None:
+        """The background scrub read `bytes_read` more and found `mismatches` more."""
+        self.scrub_bytes.inc(bytes_read)
+        self.scrub_mismatches.inc(mismatches)
