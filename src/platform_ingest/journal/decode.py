@@ -37,6 +37,7 @@ from .line_rules import (
     TYPE_CHECKS,
     is_newer_minor,
     is_time,
+    wide_digits,
 )
 from .memo import COMPARE_COUNTS, DIGITS_AS_ZERO, LEARNED_KINDS, PHASES_SHIFT, DecoderMemo
 from .precise import decode_precisely
@@ -135,6 +136,7 @@ def decode_line(raw: bytes) -> Line:
                         kind
                         and raw.count(b"[") + raw.count(b"{") <= NESTING_DEPTH_MAX
                         and raw.find(b"\\u0000") == -1
+                        and wide_digits(raw) is None
                     ):
                         return Line(seq, kind, time, data)
     return decode_precisely(raw, MEMO)
