@@ -65,8 +65,9 @@ def decode_line(raw: bytes) -> Line:
     parsed value. It is exactly what orjson writes back from that value, newline included, which
     proves it UTF-8 and compact, without a key twice, a byte-order mark or a carriage return. The
     check of its type returns whether its data is closed (only known fields, their strings free of
-    U+0000): a closed line holds U+0000 nowhere and nests 4 deep at most, so only the bytes of
-    another line are searched for the escape `\\u0000` and counted for depth. A line not so
+    U+0000, their integers checked): a closed line holds U+0000 nowhere, nests 4 deep at most and
+    holds no integer past 64 bits, so only the bytes of another line are searched for the escape
+    `\\u0000` and for 19 digits in a row, and counted for depth. A line not so
     accepted, valid or not, is judged rule by rule by `decode_precisely`: a refusal is always
     that of the first rule the line breaks.
     """
