@@ -751,7 +751,10 @@ def mutated(draw: st.DrawFn, value: dict[str, Any]) -> tuple[bytes, bool]:
         at = draw(st.integers(0, len(target) - 1))
         target[at] = (target[at][0], draw(any_values))
     else:
-        key = draw(st.sampled_from(["trace", "seq", "data", "engine_run_id", "pid", "x"]) | st.text(max_size=4))
+        key = draw(
+            st.sampled_from(["trace", "seq", "data", "engine_run_id", "pid", "x"])
+            | st.text(max_size=4)
+        )
         target.insert(draw(st.integers(0, len(target))), (key, draw(any_values)))
     raw = "".join(draw(tokens(written, "orjson"))).encode("utf-8", "surrogatepass") + b"\n"
     return raw, _has_wide_integer(written)
@@ -817,7 +820,9 @@ def journals(draw: st.DrawFn) -> bytes:
             if body:
                 again = draw(st.sampled_from(body))
                 if draw(st.booleans()):
-                    again = again[:-2] + b',"trace":' + json.dumps(draw(json_scalars)).encode() + b"}\n"
+                    again = (
+                        again[:-2] + b',"trace":' + json.dumps(draw(json_scalars)).encode() + b"}\n"
+                    )
                 out.append(again)
             continue
         run = run if run not in written else run + "-" + str(len(written))
@@ -827,7 +832,9 @@ def journals(draw: st.DrawFn) -> bytes:
             hello_line = draw(mutated(hello_value))[0]
         lines = [hello_line]
         for seq in range(2, 2 + draw(st.integers(0, 3))):
-            kind = draw(st.sampled_from(["progress", "unit_done", "spend", "heartbeat", "finished"]))
+            kind = draw(
+                st.sampled_from(["progress", "unit_done", "spend", "heartbeat", "finished"])
+            )
             value = _body_value(seq, kind)
             raw = _line_of(value)
             if draw(st.integers(0, 3)) == 0:
@@ -867,5 +874,13 @@ def test_every_reader_blames_the_same_stream_for_the_same_line(content: bytes) -
     for run, problem in verify.items():
         if problem is None:
             assert run not in problems, (run, problems, content.decode(errors="replace"))
-        elif problem[0] in ("malformed", "unsupported_version") and "after the stream's finished" not in problem[2]:
-            assert problem[1] in problems.get(run, []), (run, problem, problems, content.decode(errors="replace"))
+        elif (
+            problem[0] in ("malformed", "unsupported_version")
+            and "after the stream's finished" not in problem[2]
+        ):
+            assert problem[1] in problems.get(run, []), (
+                run,
+                problem,
+                problems,
+                content.decode(errors="replace"),
+            )

@@ -381,6 +381,7 @@ class UnsupportedVersion(LineRefused):
     """A hello of a stream major this reader does not speak: the whole stream is refused."""
 
     kind = "unsupported_version"
+    engine_run_id: str  # always named: the stream it refuses
 
     def __init__(
         self, version: str, *, engine_run_id: str, book_id: str, seq: int | None = 1

@@ -105,9 +105,7 @@ def test_release_of_the_bad_stream_finds_its_hello_again(
 
 
 @pytest.mark.parametrize("version", ["1.4", "2.0"])
-def test_abandon_of_the_bad_stream_ends_it(
-    db: Database, make_book: MakeBook, version: str
-) -> None:
+def test_abandon_of_the_bad_stream_ends_it(db: Database, make_book: MakeBook, version: str) -> None:
     """`abandon RUN_B` finds its attempt (before: "no attempt") and ends it; later passes leave
     it abandoned and apply nothing of it."""
     book, _, _ = _book(make_book, version)

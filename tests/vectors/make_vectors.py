@@ -564,7 +564,12 @@ HELLO_1_4_ENVELOPE_KEY = with_envelope(hello(RUN_B, "1.4"), trace="t-2")
 HELLO_1_3_LONG_CHUNKER = line(
     1,
     "hello",
-    {"stream_version": "1.3", "engine_run_id": RUN_B, "book_id": BOOK, "chunker_version": "c" * 300},
+    {
+        "stream_version": "1.3",
+        "engine_run_id": RUN_B,
+        "book_id": BOOK,
+        "chunker_version": "c" * 300,
+    },
 )
 HELLO_1_3_WIDE_INTEGER = line(
     1,

@@ -15,7 +15,7 @@ differential test hold the two to it.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -26,7 +26,7 @@ from ..errors import LineError, UnsupportedVersion
 _INTEGER_MAX = 2**63 - 1
 
 
-def _storable(value: object) -> bool:
+def _storable(value: object) -> TypeGuard[str]:
     return (
         isinstance(value, str)
         and "\x00" not in value

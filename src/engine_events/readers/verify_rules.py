@@ -290,7 +290,7 @@ class _Checker:
                 if failure.kind == "unsupported_version":
                     verdict = "unsupported_version"
             reason = "unreadable line" if failure is None else failure.reason
-            self._fail(stream, number, entry.offset, seq, reason, verdict)
+            self._fail(stream, number, entry.offset, seq, reason, verdict=verdict)
         elif self._current is None:
             self._fail(None, number, entry.offset, line.seq, "a line before any hello")
         else:
@@ -368,6 +368,7 @@ class _Checker:
         offset: int,
         seq: int | None,
         detail: str,
+        *,
         verdict: Verdict = "malformed",
     ) -> None:
         """A refused line: the first problem of its stream, or of the region before any hello."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -41,7 +41,7 @@ class HelloIdentity:
     """The line's seq when it is a valid one."""
 
 
-def _storable(value: object) -> bool:
+def _storable(value: object) -> TypeGuard[str]:
     return (
         type(value) is str
         and "\x00" not in value
@@ -123,6 +123,9 @@ def whose_refusal(raw: bytes, refused: LineRefused) -> LineRefused:
     version = identity.stream_version
     if version is not None and not reads_major(version):
         return UnsupportedVersion(
-            version, engine_run_id=identity.engine_run_id, book_id=identity.book_id, seq=identity.seq
+            version,
+            engine_run_id=identity.engine_run_id,
+            book_id=identity.book_id,
+            seq=identity.seq,
         )
     return refused.of_hello(identity.engine_run_id, version)
