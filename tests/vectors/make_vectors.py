@@ -827,6 +827,10 @@ JOURNALS: dict[str, tuple[bytes, list[dict[str, Any]]]] = {
             {"engine_run_id": RUN_B, "verdict": "malformed", "line": 4, "seq": 1},
         ],
     ),
+    "hello_2_0_naming_a_stream_already_read": (
+        journal(hello(RUN_A), a_spend_1, with_envelope(hello(RUN_A, "2.0"), trace="t-2")),
+        [{"engine_run_id": RUN_A, "verdict": "payload_conflict", "line": 3, "seq": 1}],
+    ),
     # A journal that returns to an earlier stream (its hello repeated) reads that stream's lines
     # by that stream's version, not by the version of the hello read last.
     "return_to_a_1_9_stream_duplicate_with_an_envelope_key": (

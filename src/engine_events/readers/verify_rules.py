@@ -288,7 +288,9 @@ class _Checker:
                 if is_new:
                     stream.report.stream_version = failure.stream_version
                 if failure.kind == "unsupported_version":
-                    verdict = "unsupported_version"
+                    # Another major's hello of a stream whose hello was read: a changed seq 1.
+                    read = not is_new and stream.report.last_seq >= 1
+                    verdict = "payload_conflict" if read else "unsupported_version"
             reason = "unreadable line" if failure is None else failure.reason
             self._fail(stream, number, entry.offset, seq, reason, verdict=verdict)
         elif self._current is None:
