@@ -8,7 +8,9 @@ Three parts, kept apart so each can be tested without a terminal:
 - `BookView` is the state a person sees, fed one line at a time: per-phase progress, units done,
   the book's spend and the ceiling's shortfall, the current stream and its seq, the outcome.
   A new stream's `hello` resets the per-stream state (phases, units of the stream, ceiling, outcome)
-  and keeps the book-wide state (spend, units of the book). Repeated lines (seq not above the
+  and keeps the book-wide state (spend, units of the book). A readable hello that is refused
+  starts its stream all the same (nothing of it shown), and a repeated hello returns to its
+  stream: its seq and its version, by which its lines are read. Repeated lines (seq not above the
   stream's last) are skipped, so an at-least-once journal never counts a unit twice.
 - `render` turns a view into `rich` renderables; `command` drives them with `rich.live.Live`.
 
@@ -237,7 +239,7 @@ class BookView:
         self.finished = None
         self.refused_version = None
         self.refused_hello = None
-        self._leave()
+        self._leave()  # known from now on: a repeat of its hello returns to it
 
     def _on_hello(self, hello: Line, where: str) -> None:
         run_id = str(hello.data["engine_run_id"])
