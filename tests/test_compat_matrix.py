@@ -99,9 +99,44 @@ def _future(version: str, book: str) -> list[bytes]:
     ]
 
 
-def _major_2(book: str) -> list[bytes]:
+def _major_2(book: str, **envelope: Any) -> list[bytes]:
     hello = {"stream_version": "2.0", "engine_run_id": RUN, "book_id": book, "shape": "new"}
-    return [_line(1, "hello", hello), _line(2, "spend", {"amount": {"micro_usd": 700}})]
+    return [_line(1, "hello", hello, **envelope), _line(2, "spend", {"amount": {"micro_usd": 700}})]
+
+
+def _bad_hello(version: str, book: str, *, chunker: str = "c1", **envelope: Any) -> list[bytes]:
+    """A stream whose hello names it, with something else wrong: a key after `data`, a string
+    over its bound. It is that stream's problem, whatever stream came before it."""
+    hello = {"stream_version": version, "engine_run_id": RUN, "book_id": book}
+    return [
+        _line(1, "hello", {**hello, "chunker_version": chunker}, **envelope),
+        _line(2, "spend", {"committed_micro_usd": 900}),
+        _line(3, "finished", {**FINISHED, "money": {"committed_micro_usd": 900}}),
+    ]
+
+
+FINISHED = {
+    "outcome": "clean",
+    "exit_code": 0,
+    "stop": None,
+    "refusal": None,
+    "volume": {"units_done": 0, "units_total": 0},
+}
+EARLIER = "7e57c0de-0000-4000-8000-000000000013"
+"""A finished 1.3 stream written before the stream under test, in the rows that say "after"."""
+
+
+def _after_a_finished_stream(lines: Callable[[str], list[bytes]]) -> Callable[[str], list[bytes]]:
+    def written(book: str) -> list[bytes]:
+        hello = {"stream_version": "1.3", "engine_run_id": EARLIER, "book_id": book}
+        return [
+            _line(1, "hello", {**hello, "chunker_version": "c1"}),
+            _line(2, "spend", {"committed_micro_usd": 100}),
+            _line(3, "finished", {**FINISHED, "money": {"committed_micro_usd": 100}}),
+            *lines(book),
+        ]
+
+    return written
 
 
 def _engine(version: str) -> Callable[[Path], None]:
@@ -147,6 +182,19 @@ WRITERS: dict[str, tuple[Callable[[Path], None], int]] = {
     "future 1.9": (_lines(lambda book: _future("1.9", book)), 700),
     "1.9's lines under a 1.4 hello": (_lines(lambda book: _future("1.4", book)), 0),
     "future 2.0": (_lines(_major_2), 0),
+    "2.0, a key after data": (_lines(lambda book: _major_2(book, trace="t")), 0),
+    "2.0, a key after data, after a finished 1.3 stream": (
+        _lines(_after_a_finished_stream(lambda book: _major_2(book, trace="t"))),
+        0,
+    ),
+    "1.4 hello with an envelope key, after a finished 1.3 stream": (
+        _lines(_after_a_finished_stream(lambda book: _bad_hello("1.4", book, trace="t"))),
+        0,
+    ),
+    "1.3 hello with a 300-byte chunker_version, after a finished 1.3 stream": (
+        _lines(_after_a_finished_stream(lambda book: _bad_hello("1.3", book, chunker="c" * 300))),
+        0,
+    ),
 }
 """Each writer, and the money its stream carries when it is read."""
 
@@ -156,6 +204,11 @@ EXPECTED: dict[str, list[str]] = {
     "future 1.9": [READ] * 6 + [NONE],
     "1.9's lines under a 1.4 hello": [MALFORMED] * 6 + [NONE],
     "future 2.0": [REFUSED] * 6 + [NONE],
+    "2.0, a key after data": [REFUSED] * 6 + [NONE],
+    "2.0, a key after data, after a finished 1.3 stream": [REFUSED] * 6 + [NONE],
+    "1.4 hello with an envelope key, after a finished 1.3 stream": [MALFORMED] * 6 + [NONE],
+    "1.3 hello with a 300-byte chunker_version, after a finished 1.3 stream": [MALFORMED] * 6
+    + [NONE],
 }
 
 
@@ -187,8 +240,13 @@ def _passed(db: Database, book: Path, money: int, *, named: bool) -> str:
         name_stream(db, str(book), RUN)
     sweep(db, book, auto=not named)
     sweep(db, book, auto=not named)
-    (run,) = book_state(db, book)["runs"]
-    (attempt,) = run["attempts"]
+    runs = book_state(db, book)["runs"]
+    found = {a["engine_run_id"]: (run, a) for run in runs for a in run["attempts"]}
+    assert set(found) <= {RUN, EARLIER}
+    if EARLIER in found:  # the finished stream before is never touched by the one after it
+        earlier = found[EARLIER][1]
+        assert (earlier["state"], earlier["last_seq"], earlier["error"]) == ("finished", 3, None)
+    run, attempt = found[RUN]
     state = attempt["state"]
     if state == "refused":
         assert attempt["error"]["kind"] == "unsupported_version"
@@ -202,16 +260,24 @@ def _passed(db: Database, book: Path, money: int, *, named: bool) -> str:
 
 
 def _verified(book: Path) -> str:
-    (stream,) = verify_journal(book / "events.jsonl").streams
-    return {"ok": READ, "unsupported_version": REFUSED, "malformed": MALFORMED}[stream.verdict]
+    streams = {s.engine_run_id: s for s in verify_journal(book / "events.jsonl").streams}
+    assert set(streams) <= {RUN, EARLIER}
+    if EARLIER in streams:
+        assert (streams[EARLIER].verdict, streams[EARLIER].last_seq) == ("ok", 3)
+    verdict = streams[RUN].verdict
+    return {"ok": READ, "unsupported_version": REFUSED, "malformed": MALFORMED}[verdict]
 
 
 def _watched(book: Path, money: int) -> str:
     view = BookView()
     for raw in (book / "events.jsonl").read_bytes().splitlines(keepends=True):
         view.feed(raw)
-    if view.refused_version is not None:
+    assert view.engine_run_id == RUN  # the lines after its hello are its own, never counted
+    if view.refused_version is not None:  # as the lines of the stream before it
         return REFUSED
+    if view.refused_hello is not None:
+        assert view.finished is None and view.spend_micro_usd in (None, 100)
+        return MALFORMED
     if view.problems:
         return MALFORMED
     assert view.finished is not None and view.spend_micro_usd == money

@@ -36,6 +36,7 @@ Each error that maps to an engine exit code carries it as `exit_code` (see `Exit
 from __future__ import annotations
 
 import sqlite3
+from typing import Self
 
 from ._exit_codes import ExitCode
 
@@ -72,13 +73,28 @@ class LineTooLong(EventError):
 
 
 class LineError(EngineEventsError, ValueError):
-    """A journal line that a reader must refuse; `kind` is the verdict's name."""
+    """A journal line that a reader must refuse; `kind` is the verdict's name.
+
+    When the line is a readable hello (docs/reference/stream-format.md, "A hello that starts its
+    stream"), `engine_run_id` names the stream it starts and `stream_version` is its version
+    when that can be read: the refusal is that stream's, never the one before it in the file."""
 
     kind = "malformed"
+    engine_run_id: str | None = None
+    stream_version: str | None = None
+    seq: int | None = None
+    """The seq of the readable hello, when it is a valid one."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+    def of_hello(self, engine_run_id: str, stream_version: str | None, seq: int | None) -> Self:
+        """This refusal, of a line that starts the stream `engine_run_id`: a new error."""
+        made = type(self)(self.reason)
+        made.engine_run_id, made.stream_version, made.seq = engine_run_id, stream_version, seq
+        made.__cause__ = self.__cause__
+        return made
 
 
 class MalformedLine(LineError):

@@ -26,6 +26,7 @@
      │    │    │    ├── WrongType              a field of the wrong type or range
      │    │    │    │    └── StringTooLong     a known string over its bound in UTF-8 bytes
      │    │    │    ├── MoneyNotInteger        money that is not a non-negative JSON integer
+     │    │    │    ├── IntegerTooWide         an integer past signed 64 bits, anywhere in the line
      │    │    │    └── HelloNotFirst          a hello that is not seq 1
      │    │    └── UnsupportedVersion          kind "unsupported_version": a major other than 1
      │    ├── LineOutOfPlace                   kind "malformed": a line where no line may stand
@@ -205,9 +206,20 @@ class StreamProblem(IngestError):
 
 
 class LineRefused(StreamProblem, ValueError):
-    """A line that no reader of stream 1.x may accept."""
+    """A line that no reader of stream 1.x may accept.
+
+    When the line is a readable hello (docs/reference/stream-format.md, "A hello that starts its
+    stream"), `engine_run_id` names the stream it starts and `stream_version` is its version
+    when that can be read: the refusal is that stream's, never the one before it in the file."""
 
     kind: ClassVar[StreamProblemKind] = "malformed"
+    engine_run_id: str | None = None
+    stream_version: str | None = None
+
+    def of_hello(self, engine_run_id: str, stream_version: str | None) -> Self:
+        """This refusal, of a line that starts the stream `engine_run_id`: a new error."""
+        made: Self = _with(self, engine_run_id=engine_run_id, stream_version=stream_version)
+        return made
 
 
 class MalformedLine(LineRefused):
@@ -317,6 +329,15 @@ class MoneyNotInteger(MalformedLine):
         self.found = found
 
 
+class IntegerTooWide(MalformedLine):
+    """An integer of the line, anywhere (a known field or not, the envelope, at any depth), does
+    not fit a signed 64-bit integer: no reader could hold it as the integer it is (a JSON
+    library would read it as a float, a bigint column refuses it)."""
+
+    def __init__(self, *, seq: int | None = None) -> None:
+        super().__init__("an integer of the line does not fit a signed 64-bit integer", seq=seq)
+
+
 class HelloNotFirst(MalformedLine):
     """A hello that does not carry seq 1. It still names its stream: the refusal is that
     stream's, never the stream before it in the file."""
@@ -360,6 +381,7 @@ class UnsupportedVersion(LineRefused):
     """A hello of a stream major this reader does not speak: the whole stream is refused."""
 
     kind = "unsupported_version"
+    engine_run_id: str  # always named: the stream it refuses
 
     def __init__(
         self, version: str, *, engine_run_id: str, book_id: str, seq: int | None = 1
@@ -367,6 +389,7 @@ class UnsupportedVersion(LineRefused):
         super().__init__(f"stream version {version} is not supported (reads 1.x)", seq=seq)
         self.version = version
         self.engine_run_id = engine_run_id
+        self.stream_version = version
         self.book_id = book_id
 
 

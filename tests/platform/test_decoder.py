@@ -29,6 +29,7 @@ from platform_ingest import (
 )
 from platform_ingest.errors import (
     DuplicateKey,
+    IntegerTooWide,
     LineRefused,
     MalformedLine,
     NotCompact,
@@ -732,3 +733,56 @@ def test_hint_is_verified_against_the_bytes_before_it(tmp_path: Path) -> None:
     replaced.replace(path)
     with Journal(path) as journal:
         assert not journal.verify_hint(good)  # same bytes, another file: thrown away
+
+
+# -- integers past 64 bits, in every lane ------------------------------------------------------
+
+past_64_bits = (
+    st.integers(2**63, 2**64 - 1)  # orjson reads these as ints: the fast lane sees a canonical line
+    | st.integers(2**64, 10**30)  # and these as floats: no line orjson writes back
+    | st.integers(-(10**30), -(2**63) - 1)
+)
+within_64_bits = st.integers(-(2**63), 2**63 - 1)
+
+
+@pytest.mark.usefixtures("fresh_skeletons")
+@given(
+    data=closed_data,
+    wide=past_64_bits,
+    narrow=within_64_bits,
+    where=st.sampled_from(["data", "nested", "phase"]),
+)
+def test_an_integer_past_64_bits_is_refused_by_every_lane(
+    data: tuple[str, dict[str, object]], wide: int, narrow: int, where: str
+) -> None:
+    """A field this reader does not know holding an integer past signed 64 bits makes the line
+    malformed in the memo's lane (its skeleton learned from the line without the field), the
+    emitter-shaped lane and the precise judge alike; the same field within 64 bits is read."""
+    kind, known = data
+
+    def with_field(value: int) -> bytes:
+        fields = json.loads(json.dumps(known))
+        if where == "phase" and kind == "progress" and fields["phases"]:
+            next(iter(fields["phases"].values()))["eta_s"] = value
+        elif where == "nested":
+            fields["x"] = [{"y": value}]
+        else:
+            fields["x"] = value
+        return (
+            json.dumps(
+                {"seq": 2, "type": kind, "time": T, "data": fields},
+                separators=(",", ":"),
+                ensure_ascii=False,
+            ).encode()
+            + b"\n"
+        )
+
+    plain = orjson.dumps({"seq": 2, "type": kind, "time": T, "data": known}) + b"\n"
+    decode_line(plain)  # its skeleton is learned
+    refused = with_field(wide)
+    with pytest.raises(IntegerTooWide):
+        decode_line(refused)
+    with pytest.raises(IntegerTooWide):
+        decode_precisely(refused, DecoderMemo())
+    read = with_field(narrow)
+    assert decode_line(read) == decode_precisely(read, DecoderMemo())

@@ -47,6 +47,7 @@ SAMPLES: dict[type[StreamProblem], StreamProblem] = {
     errors.WrongType: errors.WrongType("seq", "an integer >= 1"),
     errors.StringTooLong: errors.StringTooLong("unit", 255, seq=3),
     errors.MoneyNotInteger: errors.MoneyNotInteger("committed_micro_usd", "a float", seq=3),
+    errors.IntegerTooWide: errors.IntegerTooWide(seq=3),
     errors.HelloNotFirst: errors.HelloNotFirst("seq 2", seq=2, engine_run_id="r-1"),
     errors.UnsupportedVersion: errors.UnsupportedVersion(
         "2.0", engine_run_id="r-1", book_id="b", seq=1
@@ -99,6 +100,23 @@ def test_a_problem_found_at_an_offset_is_a_new_error(kind: type[StreamProblem]) 
     assert found.offset == 1234
     assert {**vars(found), "offset": before["offset"]} == before
     assert found.__cause__ is cause
+    assert vars(original) == before
+
+
+@pytest.mark.parametrize(
+    "kind", [k for k in sorted(SAMPLES, key=lambda k: k.__name__) if issubclass(k, LineRefused)]
+)
+def test_a_refusal_of_a_readable_hello_names_its_stream_in_a_new_error(
+    kind: type[StreamProblem],
+) -> None:
+    """`of_hello` gives an error of the same class and message naming the stream the line
+    starts; the refusal it was made from names none."""
+    original = SAMPLES[kind]
+    assert isinstance(original, LineRefused)
+    before = dict(vars(original))
+    named = original.of_hello("r-2", "1.4")
+    assert type(named) is kind
+    assert (named.engine_run_id, named.stream_version, str(named)) == ("r-2", "1.4", str(original))
     assert vars(original) == before
 
 

@@ -167,6 +167,40 @@ def test_a_skipped_line_is_passed_without_an_event(
     assert tracked == (3,)
 
 
+def test_a_stream_whose_bad_hello_was_skipped_is_replayed_as_its_own(
+    db: Database, make_book: Any, sql: psycopg.Connection[Any]
+) -> None:
+    """A readable hello with a key after `data` starts RUN_B, though it is malformed; once an
+    operator skipped it, RUN_B's lines are applied, and a rebuild finds them in RUN_B's part of
+    the file (not in RUN_A's, the stream before the bad hello)."""
+    book = make_book("book-1")
+    bad = hello(RUN_B, version="1.4")[:-2] + b',"trace":"t-2"}\n'
+    write(
+        book,
+        hello(RUN_A),
+        spend(2, 10),
+        finished(3, money=10),
+        bad,
+        spend(2, 30),
+        unit_done(3, "u-2", 1),
+        finished(4, money=30),
+    )
+    sweep(db, book)
+    skip_line(db, str(book), RUN_B, 1, sha256=hashlib.sha256(bad).hexdigest(), reason="stray key")
+    sweep(db, book)
+    report = rebuild(db, Recording())
+    assert report.cannot_replay == []
+    assert [(run, seq) for _, run, seq in _given(sql)] == [
+        (RUN_A, 1),
+        (RUN_A, 2),
+        (RUN_A, 3),
+        (RUN_B, 2),
+        (RUN_B, 3),
+        (RUN_B, 4),
+    ]
+    assert _given(sql) == _applied(sql)
+
+
 class _RecordingV2(Recording):
     version = 2
 

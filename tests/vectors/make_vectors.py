@@ -555,6 +555,58 @@ LINES += [
     {"name": "finished_1_9_unknown_fields", "line": FINISHED_1_9, "verdict": "ok"},
 ]
 
+# A readable hello (valid JSON, type "hello", a storable engine_run_id in its data) starts its
+# stream whatever else is wrong with it: another major is unsupported_version, whatever else is
+# wrong; anything else wrong is that stream's malformed (docs/reference/stream-format.md, "A hello
+# that starts its stream").
+HELLO_2_0_KEY_AFTER_DATA = with_envelope(hello(RUN_B, "2.0"), trace="t-2")
+HELLO_1_4_ENVELOPE_KEY = with_envelope(hello(RUN_B, "1.4"), trace="t-2")
+HELLO_1_3_LONG_CHUNKER = line(
+    1,
+    "hello",
+    {
+        "stream_version": "1.3",
+        "engine_run_id": RUN_B,
+        "book_id": BOOK,
+        "chunker_version": "c" * 300,
+    },
+)
+HELLO_1_3_WIDE_INTEGER = line(
+    1,
+    "hello",
+    {
+        "stream_version": "1.3",
+        "engine_run_id": RUN_B,
+        "book_id": BOOK,
+        "chunker_version": "c1",
+        "host": {"cores": 2**64},
+    },
+)
+LINES += [
+    {"name": "hello_2_0_key_after_data", "line": HELLO_2_0_KEY_AFTER_DATA, "verdict": "unsupported_version"},
+    {
+        "name": "hello_2_0_not_compact_bad_time",
+        "line": " " + hello(RUN_B, "2.0").replace(T, "2026-02-30T00:00:00.000Z"),
+        "verdict": "unsupported_version",
+    },
+    {"name": "hello_1_4_envelope_key", "line": HELLO_1_4_ENVELOPE_KEY, "verdict": "malformed"},
+    {"name": "hello_1_3_long_chunker_version", "line": HELLO_1_3_LONG_CHUNKER, "verdict": "malformed"},
+    {"name": "hello_1_3_wide_integer", "line": HELLO_1_3_WIDE_INTEGER, "verdict": "malformed"},
+]  # fmt: skip
+
+# Every integer of a line, anywhere, fits a signed 64-bit integer (-2**63 .. 2**63 - 1). orjson
+# reads one up to 2**64 - 1 as an int and a wider one as a float: readers judge the text.
+LINES += [
+    {"name": "unknown_field_int64_max", "line": line(2, "spend", {"committed_micro_usd": 1, "x": 2**63 - 1}), "verdict": "ok"},
+    {"name": "unknown_field_int64_min", "line": line(2, "spend", {"committed_micro_usd": 1, "x": -(2**63)}), "verdict": "ok"},
+    {"name": "unknown_field_2_pow_63", "line": line(2, "spend", {"committed_micro_usd": 1, "x": 2**63}), "verdict": "malformed"},
+    {"name": "unknown_field_below_int64_min", "line": line(2, "spend", {"committed_micro_usd": 1, "x": -(2**63) - 1}), "verdict": "malformed"},
+    {"name": "unknown_type_past_64_bits_nested", "line": line(2, "heartbeat", {"a": [{"b": 2**64 + 1}]}), "verdict": "malformed"},
+    {"name": "envelope_key_past_64_bits_1_9", "line": with_envelope(spend(2, 1), trace=10**20 - 1), "verdict": "malformed"},
+    {"name": "twenty_digits_in_a_string", "line": line(2, "heartbeat", {"a": "9" * 40}), "verdict": "ok"},
+    {"name": "wide_float_is_not_an_integer", "line": line(2, "heartbeat", {"a": 1.8446744073709552e19}), "verdict": "ok"},
+]  # fmt: skip
+
 # Lines given as hex because they are not valid text.
 BYTE_LINES: list[dict[str, Any]] = [
     {
@@ -731,7 +783,98 @@ JOURNALS: dict[str, tuple[bytes, list[dict[str, Any]]]] = {
         journal(hello(RUN_A, "1.7"), line(2, "heartbeat", {"x": 1}), spend(3, 1000)),
         [{"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3}],
     ),
-}
+    # A readable hello starts its stream, whatever else is wrong with it: what is wrong is that
+    # stream's problem, and the finished stream before it is left as it was.
+    "hello_2_0_key_after_data_after_a_finished_1_3_stream": (
+        journal(hello(RUN_A), a_spend_1, finished(3), HELLO_2_0_KEY_AFTER_DATA, spend(2, 900), finished(3)),
+        [
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3},
+            {"engine_run_id": RUN_B, "verdict": "unsupported_version", "line": 4, "seq": 1},
+        ],
+    ),
+    "hello_2_0_key_after_data_after_a_finished_1_9_stream": (
+        journal(hello(RUN_A, "1.9"), a_spend_1, finished(3), HELLO_2_0_KEY_AFTER_DATA, spend(2, 900)),
+        [
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3},
+            {"engine_run_id": RUN_B, "verdict": "unsupported_version", "line": 4, "seq": 1},
+        ],
+    ),
+    "hello_2_0_key_after_data_first": (
+        journal(HELLO_2_0_KEY_AFTER_DATA, spend(2, 900), hello(RUN_A), a_spend_1),
+        [
+            {"engine_run_id": RUN_B, "verdict": "unsupported_version", "line": 1, "seq": 1},
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 2},
+        ],
+    ),
+    "hello_1_4_envelope_key_after_a_finished_stream": (
+        journal(hello(RUN_A), a_spend_1, finished(3), HELLO_1_4_ENVELOPE_KEY, spend(2, 900), finished(3)),
+        [
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3},
+            {"engine_run_id": RUN_B, "verdict": "malformed", "line": 4, "seq": 1},
+        ],
+    ),
+    "hello_1_3_long_chunker_version_after_a_finished_stream": (
+        journal(hello(RUN_A), a_spend_1, finished(3), HELLO_1_3_LONG_CHUNKER, spend(2, 900)),
+        [
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3},
+            {"engine_run_id": RUN_B, "verdict": "malformed", "line": 4, "seq": 1},
+        ],
+    ),
+    "hello_1_3_wide_integer_after_a_finished_stream": (
+        journal(hello(RUN_A), a_spend_1, finished(3), HELLO_1_3_WIDE_INTEGER, spend(2, 900)),
+        [
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3},
+            {"engine_run_id": RUN_B, "verdict": "malformed", "line": 4, "seq": 1},
+        ],
+    ),
+    "hello_2_0_naming_a_stream_already_read": (
+        journal(hello(RUN_A), a_spend_1, with_envelope(hello(RUN_A, "2.0"), trace="t-2")),
+        [{"engine_run_id": RUN_A, "verdict": "payload_conflict", "line": 3, "seq": 1}],
+    ),
+    # A journal that returns to an earlier stream (its hello repeated) reads that stream's lines
+    # by that stream's version, not by the version of the hello read last.
+    "return_to_a_1_9_stream_duplicate_with_an_envelope_key": (
+        journal(
+            hello(RUN_A, "1.9"),
+            with_envelope(a_spend_1, trace="t-2"),
+            finished(3),
+            hello(RUN_B, "1.4"),
+            hello(RUN_A, "1.9"),
+            with_envelope(a_spend_1, trace="t-2"),
+        ),
+        [
+            {"engine_run_id": RUN_A, "verdict": "ok", "last_seq": 3},
+            {"engine_run_id": RUN_B, "verdict": "ok", "last_seq": 1},
+        ],
+    ),
+    "return_to_a_1_4_stream_duplicate_with_an_envelope_key": (
+        journal(
+            hello(RUN_A, "1.4"),
+            a_spend_1,
+            finished(3),
+            hello(RUN_B, "1.9"),
+            hello(RUN_A, "1.4"),
+            with_envelope(a_spend_1, trace="t-2"),
+        ),
+        [
+            {"engine_run_id": RUN_A, "verdict": "malformed", "line": 6, "seq": 2},
+            {"engine_run_id": RUN_B, "verdict": "ok", "last_seq": 1},
+        ],
+    ),
+    # Every integer of a line fits a signed 64-bit integer, a field this reader does not know too.
+    "integer_past_64_bits_in_a_newer_minors_envelope": (
+        journal(hello(RUN_A, "1.9"), with_envelope(a_spend_1, trace=10**20 - 1)),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 2, "seq": 2}],
+    ),
+    "integer_past_64_bits_in_an_unknown_data_field": (
+        journal(hello(RUN_A), line(2, "spend", {"committed_micro_usd": 1, "x": 2**63})),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 2, "seq": 2}],
+    ),
+    "integer_past_64_bits_in_an_unknown_type": (
+        journal(hello(RUN_A), line(2, "heartbeat", {"a": [{"b": 2**64 + 1}]})),
+        [{"engine_run_id": RUN_A, "verdict": "malformed", "line": 2, "seq": 2}],
+    ),
+}  # fmt: skip
 
 
 def _offset_of_line(content: bytes, number: int) -> int:

@@ -21,13 +21,16 @@ import orjson
 from .._events import IDENTIFIER_BYTES_MAX, STREAM_MAJOR, STREAM_VERSION_PATTERN, TEXT_BYTES_MAX
 from .._line import LINE_BYTES_MAX, contains_nul, is_time
 from .._money import require_micro_usd
-from ..errors import MalformedLine, MoneyError, UnsupportedVersion
+from ..errors import LineError, MalformedLine, MoneyError, UnsupportedVersion
+from .hello import whose_refusal
 
 _VERSION = STREAM_VERSION_PATTERN
 _FRAME_KEYS = ("seq", "type", "time", "data")
 _STRING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 """A JSON string token, escapes included (`\\"` does not end it, `\\\\` is one escape)."""
 _WHITESPACE = re.compile(rb"[ \t\n\r]")
+_WIDE_DIGITS = re.compile(rb"[0-9]{19}")
+"""19 digits in a row: only then may an integer pass 64 bits (2**63 has 19 digits)."""
 
 INTEGER_MAX = 2**63 - 1
 """Every integer of a line (seq, counts, money) must fit a signed 64-bit integer."""
@@ -103,7 +106,20 @@ def decode_line(raw: bytes, *, newer_minor: bool = False) -> Line:
     A hello of another major is returned with only its version and stream id checked: the caller
     refuses it with `require_supported`, keeping the stream id for its report. With
     `newer_minor`, keys after `data` in the envelope are allowed (see `decode_stream_line`).
+
+    The refusal of a readable hello names the stream it starts (`hello.whose_refusal`), and is
+    `UnsupportedVersion` when the hello names another major, whatever else is wrong with it.
     """
+    try:
+        return _judge(raw, newer_minor=newer_minor)
+    except LineError as refused:
+        named = whose_refusal(raw, refused)
+        if named is refused:
+            raise
+        raise named from None
+
+
+def _judge(raw: bytes, *, newer_minor: bool) -> Line:
     if len(raw) > LINE_BYTES_MAX:
         raise MalformedLine(f"line of {len(raw)} bytes exceeds {LINE_BYTES_MAX}")
     if not raw.endswith(b"\n"):
@@ -160,6 +176,8 @@ def decode_line(raw: bytes, *, newer_minor: bool = False) -> Line:
             raise MalformedLine(f"{kind}: {error}") from error
     if kind == "hello" and seq != 1 and _major(data["stream_version"]) == STREAM_MAJOR:
         raise MalformedLine(f"hello must carry seq 1, got {seq}")
+    if _WIDE_DIGITS.search(body) is not None and _integer_too_wide(body):
+        raise MalformedLine("an integer of the line does not fit a signed 64-bit integer")
     return Line(seq=seq, type=kind, time=time, data=data, raw=raw, ignored_keys=keys[4:])
 
 
@@ -177,6 +195,30 @@ def _major(version: str) -> int:
     if match is None:
         raise MalformedLine(f"stream_version must look like MAJOR.MINOR, got {version!r}")
     return int(match.group(1))
+
+
+class _TooWide(Exception):
+    """An integer token past signed 64 bits (raised out of the JSON parse, never further)."""
+
+
+def _narrow(token: str) -> int:
+    # 20 characters hold every 64-bit integer with its sign; a longer token is never converted.
+    if len(token) > 20 or not -(2**63) <= int(token) <= INTEGER_MAX:
+        raise _TooWide
+    return 0
+
+
+def _integer_too_wide(body: bytes) -> bool:
+    """Whether an integer token of `body`, anywhere, lies outside signed 64 bits. orjson reads
+    one up to 2**64 - 1 as an int and a wider one as a float: its value cannot tell, the text
+    can (a number with a fraction or an exponent is not an integer)."""
+    try:
+        json.loads(body, parse_int=_narrow)
+    except _TooWide:
+        return True
+    except ValueError:  # not JSON to the json module: refused on other grounds
+        return False
+    return False
 
 
 def _keys(value: dict[str, Any]) -> str:

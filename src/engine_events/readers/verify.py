@@ -3,7 +3,8 @@
 The journal is read once, front to back, one line at a time: no more than one line (at most
 `LINE_BYTES_MAX` bytes) is held in memory, whatever the size of the file. Lines are split into
 streams by their `hello` (its `engine_run_id`); every other line belongs to the stream of the latest
-`hello` above it. Each stream must
+`hello` above it. A readable hello that is refused (docs/reference/stream-format.md, "A hello that
+starts its stream") starts its stream too, and is that stream's first problem. Each stream must
 
 - start with a `hello` of seq 1 whose major version is 1 (else `unsupported_version`),
 - be dense: the next new seq is always the last one plus one (else `gap`),

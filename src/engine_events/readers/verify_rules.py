@@ -225,26 +225,20 @@ class _Stream:
         return self.extent_indexes[k] + (seq - self.extent_seqs[k])
 
 
-def _salvage(raw: bytes | None) -> tuple[int | None, str | None]:
-    """For a line `decode_line` refused: its seq if it has one, and the run id if it is a hello."""
+def _salvage(raw: bytes | None) -> int | None:
+    """For a line `decode_line` refused: its seq if it has one."""
     if raw is None or len(raw) > LINE_BYTES_MAX:  # an over-long line is never parsed
-        return None, None
+        return None
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return None, None
+        return None
     if not isinstance(value, dict):
-        return None, None
+        return None
     seq = value.get("seq")
     if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= INTEGER_MAX:
-        seq = None  # only a seq a line may carry is named, as the platform names it
-    run_id = None
-    data = value.get("data")
-    if value.get("type") == "hello" and isinstance(data, dict):
-        candidate = data.get("engine_run_id")
-        if isinstance(candidate, str) and candidate:
-            run_id = candidate
-    return seq, run_id
+        return None  # only a seq a line may carry is named, as the platform names it
+    return seq
 
 
 def _cut(detail: str) -> str:
@@ -284,12 +278,21 @@ class _Checker:
             self._on_hello(line, number, entry.offset)
             return
         if line is None:
-            seq, hello_run_id = _salvage(entry.raw)
+            seq = _salvage(entry.raw)
             stream = self._current
-            if hello_run_id is not None:  # a hello that names its stream but is malformed
-                stream, _ = self._switch_to(hello_run_id)
+            verdict: Verdict = "malformed"
+            if failure is not None and failure.engine_run_id is not None:
+                # A readable hello, whatever else is wrong with it: it starts its stream, and
+                # what is wrong is that stream's problem, never the one before it.
+                stream, is_new = self._switch_to(failure.engine_run_id)
+                if is_new:
+                    stream.report.stream_version = failure.stream_version
+                if failure.kind == "unsupported_version":
+                    # Another major's hello of a stream whose hello was read: a changed seq 1.
+                    read = not is_new and stream.report.last_seq >= 1
+                    verdict = "payload_conflict" if read else "unsupported_version"
             reason = "unreadable line" if failure is None else failure.reason
-            self._fail(stream, number, entry.offset, seq, reason)
+            self._fail(stream, number, entry.offset, seq, reason, verdict=verdict)
         elif self._current is None:
             self._fail(None, number, entry.offset, line.seq, "a line before any hello")
         else:
@@ -361,10 +364,17 @@ class _Checker:
             self.report.torn_tail = TornTail(offset, size_bytes)
 
     def _fail(
-        self, stream: _Stream | None, number: int, offset: int, seq: int | None, detail: str
+        self,
+        stream: _Stream | None,
+        number: int,
+        offset: int,
+        seq: int | None,
+        detail: str,
+        *,
+        verdict: Verdict = "malformed",
     ) -> None:
-        """A malformed line: the first problem of its stream, or of the region before any hello."""
-        problem = Problem("malformed", number, offset, seq, _cut(detail))
+        """A refused line: the first problem of its stream, or of the region before any hello."""
+        problem = Problem(verdict, number, offset, seq, _cut(detail))
         if stream is None:
             self.report.orphan_lines += 1
             if not self.report.orphans:

@@ -8,7 +8,9 @@ Three parts, kept apart so each can be tested without a terminal:
 - `BookView` is the state a person sees, fed one line at a time: per-phase progress, units done,
   the book's spend and the ceiling's shortfall, the current stream and its seq, the outcome.
   A new stream's `hello` resets the per-stream state (phases, units of the stream, ceiling, outcome)
-  and keeps the book-wide state (spend, units of the book). Repeated lines (seq not above the
+  and keeps the book-wide state (spend, units of the book). A readable hello that is refused
+  starts its stream all the same (nothing of it shown), and a repeated hello returns to its
+  stream: its seq and its version, by which its lines are read. Repeated lines (seq not above the
   stream's last) are skipped, so an at-least-once journal never counts a unit twice.
 - `render` turns a view into `rich` renderables; `command` drives them with `rich.live.Live`.
 
@@ -122,12 +124,24 @@ class Outcome:
 
 
 @dataclass
+class _StreamSeen:
+    """What the view keeps of a stream it left, for when the journal returns to it (the stream's
+    hello repeated, then its lines again): its last seq, and the version its lines are read by."""
+
+    seq: int
+    stream_version: str | None
+    refused_version: str | None
+    refused_hello: str | None
+
+
+@dataclass
 class BookView:
     """Everything the view shows, built from the journal's lines in order (see `feed`)."""
 
     book_id: str | None = None
     engine_run_id: str | None = None
     stream_version: str | None = None
+    """The current stream's version, as its hello names it: its lines are read by it."""
     streams: int = 0
     seq: int = 0
     """The last seq applied in the current stream."""
@@ -147,11 +161,14 @@ class BookView:
     """The outcome of the current (latest) stream, once its `finished` line is read."""
     refused_version: str | None = None
     """The current stream's version when its major is not one this reader speaks."""
+    refused_hello: str | None = None
+    """Why the current stream's hello was refused as malformed (a readable hello: it starts its
+    stream whatever else is wrong with it). Nothing of that stream is shown."""
     lines: int = 0
     problems: int = 0
     last_problem: str | None = None
     gaps: int = 0
-    _last_seq_by_stream: dict[str, int] = field(default_factory=dict, repr=False)
+    _seen: dict[str, _StreamSeen] = field(default_factory=dict, repr=False)
 
     def feed(self, raw: bytes | None, *, offset: int | None = None) -> None:
         """Apply one complete journal line (None: a line longer than the limit, not kept)."""
@@ -164,6 +181,8 @@ class BookView:
             line = decode_stream_line(raw, self.stream_version)
         except LineError as error:
             self._problem(f"{where}: {error.kind}: {error.reason}")
+            if error.engine_run_id is not None:
+                self._on_refused_hello(error)
             return
         if line.type == "hello":
             self._on_hello(line, where)
@@ -171,7 +190,7 @@ class BookView:
         if self.engine_run_id is None:
             self._problem(f"{where}: a line before any hello")
             return
-        if self.refused_version is not None:
+        if self.refused_version is not None or self.refused_hello is not None:
             return
         if line.seq <= self.seq:
             return  # a repeat: the journal is at-least-once
@@ -179,26 +198,38 @@ class BookView:
             self.gaps += 1
             self._problem(f"{where}: gap, seq {line.seq} after {self.seq}")
         self.seq = line.seq
-        self._last_seq_by_stream[self.engine_run_id] = line.seq
         self._apply(line)
 
     def _problem(self, text: str) -> None:
         self.problems += 1
         self.last_problem = text[:200]
 
-    def _on_hello(self, hello: Line, where: str) -> None:
-        run_id = str(hello.data["engine_run_id"])
-        known = self._last_seq_by_stream.get(run_id)
-        if known is not None:  # a repeated hello: back to a stream already seen
-            self.engine_run_id = run_id
-            self.seq = known
-            return
+    def _leave(self) -> None:
+        """Keep what the current stream needs when the journal returns to it."""
+        if self.engine_run_id is not None:
+            self._seen[self.engine_run_id] = _StreamSeen(
+                self.seq, self.stream_version, self.refused_version, self.refused_hello
+            )
+
+    def _return_to(self, run_id: str) -> bool:
+        """Back to a stream already seen (its hello repeated): its seq and its version again.
+        False when the stream is new."""
+        if run_id not in self._seen:
+            return False
+        self._leave()
+        seen = self._seen[run_id]
+        self.engine_run_id = run_id
+        self.seq, self.stream_version = seen.seq, seen.stream_version
+        self.refused_version, self.refused_hello = seen.refused_version, seen.refused_hello
+        return True
+
+    def _start(self, run_id: str, stream_version: str | None) -> None:
+        """A new stream: the per-stream state starts afresh, the book-wide state goes on."""
+        self._leave()
         self.streams += 1
         self.engine_run_id = run_id
-        self.book_id = str(hello.data["book_id"])
-        self.stream_version = str(hello.data["stream_version"])
+        self.stream_version = stream_version
         self.seq = 1
-        self._last_seq_by_stream[run_id] = 1
         self.phases = {}
         self.units_done = 0
         self.last_unit = None
@@ -207,11 +238,34 @@ class BookView:
         self.bank_stop_signature = None
         self.finished = None
         self.refused_version = None
+        self.refused_hello = None
+        self._leave()  # known from now on: a repeat of its hello returns to it
+
+    def _on_hello(self, hello: Line, where: str) -> None:
+        run_id = str(hello.data["engine_run_id"])
+        if self._return_to(run_id):
+            return
+        self._start(run_id, str(hello.data["stream_version"]))
+        self.book_id = str(hello.data["book_id"])
         try:
             require_supported(hello)
         except LineError as error:
             self.refused_version = self.stream_version
+            self._leave()
             self._problem(f"{where}: {error.kind}: {error.reason}")
+
+    def _on_refused_hello(self, error: LineError) -> None:
+        """A readable hello that was refused starts its stream all the same (nothing of it is
+        shown); the lines after it are that stream's, never the one before it."""
+        assert error.engine_run_id is not None
+        if self._return_to(error.engine_run_id):
+            return
+        self._start(error.engine_run_id, error.stream_version)
+        if error.kind == "unsupported_version":
+            self.refused_version = error.stream_version
+        else:
+            self.refused_hello = error.reason
+        self._leave()
 
     def _apply(self, line: Line) -> None:
         data = line.data
@@ -400,6 +454,8 @@ def _spend_text(view: BookView) -> Text:
 def _outcome_text(view: BookView) -> Text:
     outcome = view.finished
     if outcome is None:
+        if view.refused_hello is not None:
+            return Text.assemble("hello refused: ", _text(view.refused_hello), style="red")
         if view.refused_version is not None:
             return Text.assemble(
                 "stream version ", _name(view.refused_version), " is not supported", style="red"

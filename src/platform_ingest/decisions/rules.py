@@ -34,7 +34,6 @@ from hashlib import sha256
 from ..errors import (
     BookMismatch,
     ForeignStreamAhead,
-    HelloNotFirst,
     LineAfterFinished,
     LineBeforeHello,
     LineOutsideStream,
@@ -209,7 +208,9 @@ class StreamRules:
         """A complete line that did not decode (or was too long to)."""
         self.lines_read += 1
         followed = self.section_attempt
-        if (
+        if problem.engine_run_id is not None and not isinstance(problem, UnsupportedVersion):
+            self._hello_refused(problem, problem.engine_run_id, offset, digest, size)
+        elif (
             followed is not None
             and followed.skips is not None
             and followed.state in FOLLOWED_STATES
@@ -300,8 +301,6 @@ class StreamRules:
         followed = self.section_attempt
         if isinstance(problem, UnsupportedVersion):
             self._hello_unsupported(problem, digest, offset, size)
-        elif isinstance(problem, HelloNotFirst):
-            self._hello_refused(problem, offset)
         elif self.section is None:
             self._book_problem(
                 LineBeforeHello(
@@ -322,13 +321,26 @@ class StreamRules:
         elif followed is not None and followed.state in FOLLOWED_STATES:
             self._problem(followed, problem)
 
-    def _hello_refused(self, problem: HelloNotFirst, offset: int) -> None:
-        """A malformed hello that names its stream: the refusal lands on that stream."""
-        attempt = self._own_stream(problem.engine_run_id, offset)
+    def _hello_refused(
+        self, problem: LineRefused, engine_run_id: str, offset: int, digest: bytes, size: int
+    ) -> None:
+        """A malformed hello that names its stream (a readable hello, whatever else is wrong
+        with it): the stream starts here, and the refusal is that stream's, never the one
+        before it in the file. A hello an operator skipped starts its stream with no effect."""
+        attempt = self._own_stream(engine_run_id, offset)
         if attempt is None or attempt.state in STOPPED_STATES:
             return
         if attempt.last_seq == 0:
             self._first_sight(attempt, offset)
+            if attempt.skips is not None and attempt.skips.get(digest) == 1:
+                attempt.state = "exited" if attempt.exit_status is not None else "active"
+                attempt.stream_version = problem.stream_version
+                self._skip(attempt, digest, offset, size)
+                return
+        elif attempt.skips is not None and self._skip(attempt, digest, offset, size):
+            return  # the skipped hello, read again: a duplicate
+        if attempt.stream_version is None:
+            attempt.stream_version = problem.stream_version
         self._problem(attempt, problem)
 
     def _hello(self, line: Line, digest: bytes, offset: int, size: int) -> None:

@@ -222,7 +222,9 @@ class _StreamLines:
             try:
                 ours = section == self.engine_run_id
                 line = decode_stream_line(raw, self.stream_version if ours else None)
-            except LineRefused:
+            except LineRefused as refused:
+                if refused.engine_run_id is not None:  # a malformed hello starts its stream
+                    section = refused.engine_run_id
                 if section == self.engine_run_id:
                     yield None, raw, None
                 continue

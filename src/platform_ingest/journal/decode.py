@@ -37,6 +37,7 @@ from .line_rules import (
     TYPE_CHECKS,
     is_newer_minor,
     is_time,
+    wide_digits,
 )
 from .memo import COMPARE_COUNTS, DIGITS_AS_ZERO, LEARNED_KINDS, PHASES_SHIFT, DecoderMemo
 from .precise import decode_precisely
@@ -64,8 +65,9 @@ def decode_line(raw: bytes) -> Line:
     parsed value. It is exactly what orjson writes back from that value, newline included, which
     proves it UTF-8 and compact, without a key twice, a byte-order mark or a carriage return. The
     check of its type returns whether its data is closed (only known fields, their strings free of
-    U+0000): a closed line holds U+0000 nowhere and nests 4 deep at most, so only the bytes of
-    another line are searched for the escape `\\u0000` and counted for depth. A line not so
+    U+0000, their integers checked): a closed line holds U+0000 nowhere, nests 4 deep at most and
+    holds no integer past 64 bits, so only the bytes of another line are searched for the escape
+    `\\u0000` and for 19 digits in a row, and counted for depth. A line not so
     accepted, valid or not, is judged rule by rule by `decode_precisely`: a refusal is always
     that of the first rule the line breaks.
     """
@@ -135,6 +137,7 @@ def decode_line(raw: bytes) -> Line:
                         kind
                         and raw.count(b"[") + raw.count(b"{") <= NESTING_DEPTH_MAX
                         and raw.find(b"\\u0000") == -1
+                        and wide_digits(raw) is None
                     ):
                         return Line(seq, kind, time, data)
     return decode_precisely(raw, MEMO)

@@ -11,6 +11,7 @@ carries once (hello, bank_stop, ceiling, finished) prove nothing: their bytes ar
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +59,38 @@ _CLOCK = re.compile(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z")
 """What follows a real day in `time` (from its 12th character): a real time of that day."""
 _VERSION = re.compile(r"([0-9]+)\.([0-9]+)")
 _JSON_TYPES = {bool: "a bool", int: "an integer", float: "a float", str: "a string"}
+
+wide_digits = re.compile(rb"[0-9]{19}").search
+"""Finds 19 digits in a row in a line: only then may an integer of it pass 64 bits (2**63 has
+19 digits). Digits inside a string are found too; `integer_too_wide` tells the two apart."""
+
+
+class _TooWide(Exception):
+    """An integer token past signed 64 bits (raised out of the JSON parse, never further)."""
+
+
+def _narrow(token: str) -> int:
+    # 20 characters hold every 64-bit integer with its sign; a longer token is never converted.
+    if len(token) > 20 or not -(2**63) <= int(token) <= BIGINT_MAX:
+        raise _TooWide
+    return 0
+
+
+def integer_too_wide(body: bytes) -> bool:
+    """Whether an integer of the JSON text `body`, anywhere in it, lies outside signed 64 bits.
+
+    orjson reads an integer up to 2**64 - 1 as an int and any wider one as a float, so its
+    value cannot tell; the text is parsed again, each integer token judged as written (a
+    number with a fraction or an exponent is not an integer)."""
+    if wide_digits(body) is None:
+        return False
+    try:
+        json.loads(body, parse_int=_narrow)
+    except _TooWide:
+        return True
+    except ValueError:  # not JSON to the json module: the judge refuses it on its own terms
+        return False
+    return False
 
 
 def is_time(time: object, memo: DecoderMemo) -> bool:

@@ -12,8 +12,10 @@ import orjson
 
 from ..errors import (
     DuplicateKey,
+    IntegerTooWide,
     InvalidJson,
     InvalidUtf8,
+    LineRefused,
     LineTooLong,
     MalformedLine,
     NestingTooDeep,
@@ -23,12 +25,14 @@ from ..errors import (
     WrongKeys,
     WrongType,
 )
+from .hello import whose_refusal
 from .line import Line
 from .line_rules import (
     BIGINT_MAX,
     LINE_BYTES_MAX,
     NESTING_DEPTH_MAX,
     TYPE_CHECKS,
+    integer_too_wide,
     is_time,
     nesting_depth,
 )
@@ -43,7 +47,20 @@ _WHITESPACE = re.compile(rb"[ \t\n\r]")
 
 def decode_precisely(raw: bytes, memo: DecoderMemo, *, newer_minor: bool = False) -> Line:
     """Judge a line rule by rule, in this order, and raise the refusal of the first it breaks.
-    With `newer_minor`, keys after `data` in the envelope are allowed (and ignored)."""
+    With `newer_minor`, keys after `data` in the envelope are allowed (and ignored).
+
+    The refusal of a readable hello is that of the stream it starts (`hello.whose_refusal`):
+    `unsupported_version` when it names another major, whatever else is wrong with it."""
+    try:
+        return _judge(raw, memo, newer_minor=newer_minor)
+    except LineRefused as refused:
+        named = whose_refusal(raw, refused)
+        if named is refused:
+            raise
+        raise named from None
+
+
+def _judge(raw: bytes, memo: DecoderMemo, *, newer_minor: bool) -> Line:
     if len(raw) > LINE_BYTES_MAX:
         raise LineTooLong(len(raw), LINE_BYTES_MAX)
     if raw[-1:] != b"\n":
@@ -96,7 +113,9 @@ def decode_precisely(raw: bytes, memo: DecoderMemo, *, newer_minor: bool = False
         raise WrongType("data", "a JSON object", seq=seq)
     check = TYPE_CHECKS.get(kind)
     if check is not None:
-        check(data, seq)
+        check(data, seq)  # a known field's integer past 64 bits is refused by its name here
+    if integer_too_wide(body):
+        raise IntegerTooWide(seq=seq)
     return Line(seq, kind, time, data)
 
 
