@@ -112,6 +112,8 @@ def _stream_id(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+PROGRAM = "platform-ingest"
+
 BOOK_DIR_HELP = "a book's directory (its name is the book id)"
 ENGINE_RUN_ID_HELP = "a stream's engine_run_id, as its hello gives it"
 
@@ -147,7 +149,8 @@ class _Version(argparse.Action):
     ) -> None:
         from .._version import __version__  # noqa: PLC0415 - see the docstring
 
-        sys.stdout.write(f"{parser.prog} {__version__}\n")
+        # The program's name, not `parser.prog`: after a command that is "platform-ingest show".
+        sys.stdout.write(f"{PROGRAM} {__version__}\n")
         parser.exit()
 
 
@@ -155,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line; each command's `handler` names the function that runs it
     (`HANDLERS`), imported only when that command runs."""
     parser = argparse.ArgumentParser(
-        prog="platform-ingest",
+        prog=PROGRAM,
         description="Tail run-event journals into Postgres, applying each event exactly once.",
     )
     _global_options(parser, after_command=False)
