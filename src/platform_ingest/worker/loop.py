@@ -76,6 +76,7 @@ from ..ingest.projection_step import install
 from ..operate.compact import QUIET_FOR_S_DEFAULT
 from ..projections import Projection, check_projections
 from ..store.db import Database, DatabaseSettings, unavailable_reason
+from ..store.schema import require_current
 from .control import ControlListener
 from .health import Health, serve
 from .housekeeping import Housekeeping
@@ -299,11 +300,13 @@ class Worker:
             if self.away.away and (time.monotonic() < self.away.retry_at or not self._reconnect()):
                 continue
             try:
+                # In the loop, not before it: a Postgres away at start is waited for.
+                if not self.health.schema_checked:
+                    require_current(self.db)
                 if not self._installed:
-                    # In the loop, not before it: a Postgres away at start is waited for.
                     install(self.db, self.projections)
                     self._installed = True
-                self.health.schema_checked = True  # checked by the command before the loop
+                self.health.schema_checked = True
                 if not survey.announced:
                     survey.rescan()  # every book registered, none worked yet
                     survey.announce(application_name(self.worker_id, self.digest))
