@@ -61,6 +61,9 @@ def test_a_running_worker_is_live_and_ready_and_serves_its_metrics(
         assert _get(port, "/healthz") == (200, b'{"status":"ok"}\n')
         wait_for("ready", lambda: _get(port, "/readyz")[0] == 200)
         assert json.loads(_get(port, "/readyz")[1]) == {"status": "ok"}
+        messages = [entry["message"] for entry in log_entries(log)]
+        assert any(m.endswith(" starts on 1 root (auto mode)") for m in messages), messages
+        assert "watching 1 root and 1 book directory for changes" in messages, messages
         status, body = _get(port, "/metrics")
         assert status == 200 and b"platform_ingest_database_up 1.0" in body
         status, body = _get(port, "/")

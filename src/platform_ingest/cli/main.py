@@ -8,7 +8,9 @@
     run ROOT... [--auto] [--metrics-port P]  the worker: every book under the roots, until SIGTERM
     name BOOK_DIR ENGINE_RUN_ID [--new-run]  name a stream for the book's current (or a new) run
     show [BOOK_DIR...] [--json] [--follow]   state of books, runs, attempts (--follow: live)
-    release BOOK_DIR ENGINE_RUN_ID           lift a quarantine, stall or refusal after looking
+    release BOOK_DIR [ENGINE_RUN_ID]         lift a quarantine, stall or refusal after looking
+                                             (no stream: the book's own error)
+    forget BOOK_DIR --reason TEXT            delete a book registered by mistake (audited)
     repair BOOK_DIR [--status-command CMD]   settle a stopped run through the engine's status
     exited BOOK_DIR ENGINE_RUN_ID STATUS     the launcher reports a process's exit status
     skip BOOK_DIR ENGINE_RUN_ID SEQ --sha256 HEX --reason TEXT   pass one quarantined line

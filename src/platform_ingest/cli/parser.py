@@ -35,6 +35,7 @@ HANDLERS = {
     "name": "operator_commands:name",
     "show": "operator_commands:show",
     "release": "operator_commands:release",
+    "forget": "operator_commands:forget",
     "exited": "operator_commands:exited",
     "skip": "operator_commands:skip",
     "disown": "operator_commands:disown",
@@ -312,10 +313,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="the book behind a log's opaque reference, b-… and 10 hex digits (default: none)",
     )
 
-    commands.add_parser(
+    release = commands.add_parser(
         "release",
-        help="lift a quarantine, a stall or a refusal after an operator looked",
-        parents=[stream, audited],
+        help="lift a quarantine, a stall or a refusal after an operator looked (without "
+        "ENGINE_RUN_ID: the book's own error, a line of no stream)",
+        parents=[audited],
+    )
+    release.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    release.add_argument(
+        "engine_run_id",
+        nargs="?",
+        default=None,
+        type=_stream_id,
+        metavar="ENGINE_RUN_ID",
+        help=ENGINE_RUN_ID_HELP + " (default: none, the book's own error)",
+    )
+
+    forget = commands.add_parser(
+        "forget",
+        help="delete a book registered by mistake, nothing of which was applied (audited)",
+        parents=[audited_why],
+    )
+    forget.add_argument(
+        "book_dir",
+        metavar="BOOK_DIR",
+        help="the directory registered by mistake (its registered path), or its book id",
     )
 
     exited = commands.add_parser(

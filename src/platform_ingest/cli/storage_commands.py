@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._plain import plain
+from .._plain import counted, plain
 from ..ingest.books import find_book
 from ..ingest.rebuild import RebuildReport
 from ..ingest.rebuild import rebuild as rebuild_projection
@@ -18,11 +18,6 @@ from .exit_status import Exit
 from .ingest_commands import load_projections
 from .output import print_json
 from .progress import progress_line
-
-
-def _count(number: int, noun: str) -> str:
-    """`1 run`, `2 runs`."""
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def rebuild(args: argparse.Namespace) -> int:
@@ -38,7 +33,7 @@ def rebuild(args: argparse.Namespace) -> int:
                 def show(report: RebuildReport) -> None:
                     line.update(
                         f"rebuild {report.projection}: book {report.books}{of}, "
-                        f"{_count(report.events_given, 'event')} given"
+                        f"{counted(report.events_given, 'event')} given"
                     )
 
                 report = rebuild_projection(
@@ -56,8 +51,8 @@ def rebuild_text(report: RebuildReport) -> str:
     reset = "" if report.reset_from is None else f" (version {report.reset_from} reset)"
     lines = [
         f"projection {plain(report.projection)} version {report.version}{reset}: "
-        f"{_count(report.books, 'book')}, {_count(report.streams_caught_up, 'stream')} caught "
-        f"up, {_count(report.events_given, 'event')} given"
+        f"{counted(report.books, 'book')}, {counted(report.streams_caught_up, 'stream')} caught "
+        f"up, {counted(report.events_given, 'event')} given"
     ]
     lines.extend(
         f"  cannot replay book {plain(each.book_id)} stream {plain(each.engine_run_id)} seqs "
@@ -85,8 +80,8 @@ def compact(args: argparse.Namespace) -> int:
 def compact_text(report: CompactionReport) -> str:
     ids = f" ({', '.join(map(str, report.compacted))})" if report.compacted else ""
     lines = [
-        f"{_count(len(report.compacted), 'attempt')} compacted{ids}, "
-        f"{_count(report.rows_deleted, 'line hash row')} deleted"
+        f"{counted(len(report.compacted), 'attempt')} compacted{ids}, "
+        f"{counted(report.rows_deleted, 'line hash row')} deleted"
     ]
     # Each attempt compacted now had its rows deleted too: only what an earlier compaction
     # (cut short) left is news.
@@ -123,16 +118,16 @@ def prune(args: argparse.Namespace) -> int:
 def prune_text(report: PruneReport) -> str:
     if report.dry_run:
         lines = [
-            f"dry run: {_count(len(report.pruned), 'run')} would be pruned (nothing changed)",
+            f"dry run: {counted(len(report.pruned), 'run')} would be pruned (nothing changed)",
             *(f"  book {plain(run['book_id'])} run {run['run_id']}" for run in report.pruned),
         ]
     else:
         lines = [
-            f"{_count(len(report.pruned), 'run')} pruned, {len(report.skipped)} skipped, "
-            f"{_count(report.cleaned, 'pruned attempt')} cleaned up",
+            f"{counted(len(report.pruned), 'run')} pruned, {len(report.skipped)} skipped, "
+            f"{counted(report.cleaned, 'pruned attempt')} cleaned up",
             *(
                 f"  book {plain(run['book_id'])} run {run['run_id']}: {run['state']}, "
-                f"{_count(len(run['streams']), 'stream')}"
+                f"{counted(len(run['streams']), 'stream')}"
                 for run in report.pruned
             ),
         ]

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Literal
 
 from .._logs import FieldsLogger
+from .._plain import counted
 from ..errors import (
     ConfigError,
     CursorMoved,
@@ -269,9 +270,9 @@ class Worker:
             on_state=lambda up: self._events.put(_Event("watcher_up" if up else "watcher_down")),
         )
         self.log.info(
-            "worker %s starts on %d roots (%s mode)",
+            "worker %s starts on %s (%s mode)",
             self.worker_id,
-            len(self.roots),
+            counted(len(self.roots), "root"),
             self.settings.mode,
         )
         watcher.start()
