@@ -187,7 +187,13 @@ def test_release_command(
     write(book, hello(), spend(2, 5), spend(2, 6))
     cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))
     code, out, _ = cli(capsys, "--dsn", fresh_dsn, "release", str(book), RUN_A)
-    assert (code, out.strip()) == (0, f"stream {RUN_A} released: active")
+    assert code == 0
+    released = json.loads(out)  # JSON, like every remedy
+    assert (released["engine_run_id"], released["state"]) == (RUN_A, "active")
+    assert (released["attempt_state"], released["error"]["kind"]) == (
+        "quarantined",
+        "payload_conflict",
+    )
     code, _, err = cli(capsys, "--dsn", fresh_dsn, "release", str(book), RUN_A)
     assert code == 2
     assert "only a quarantined, stalled or refused" in err

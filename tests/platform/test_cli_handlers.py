@@ -63,6 +63,7 @@ AUDITED = {
     "abandon": True,
     "prune": False,
     "repair": False,
+    "forget": True,
 }
 """The audited commands, and whether each requires `--reason` (docs/platform/cli.md)."""
 
