@@ -16,7 +16,10 @@ is held:
 - the installed version, `_version.py` (both): the same version from every way of installing
   (each half's own wheel, the development install of both, or none);
 - the shell completion generator (`engine_events/_completion.py`,
-  `platform_ingest/cli/completion.py`): the same bash and zsh scripts for a parser.
+  `platform_ingest/cli/completion.py`): the same bash and zsh scripts for a parser;
+- money in dollars for a person (`usd` in `engine_events/_money.py` and
+  `platform_ingest/_plain.py`): the same text for any amount, so that `show`, `watch` and
+  `status` say money alike.
 
 Copies held by tests of their own subject, not repeated here: the log formatter (`_logs.py`,
 both halves) in `tests/test_cli_traps.py` (`test_both_halves_format_a_record_alike`); the line's
@@ -47,8 +50,10 @@ from hypothesis import strategies as st
 
 import engine_events._completion as engine_completion
 import engine_events._exit_codes as engine_exit_codes
+import engine_events._money as engine_money
 import engine_events._version as engine_version
 import engine_events.readers.decode as engine_decoder
+import platform_ingest._plain as platform_plain
 import platform_ingest._version as platform_version
 import platform_ingest.cli.completion as platform_completion
 import platform_ingest.decisions.exit_codes as platform_exit_codes
@@ -372,3 +377,16 @@ def test_both_completion_generators_write_the_same_script(script: str) -> None:
         assert getattr(engine_completion, script)(build()) == getattr(platform_completion, script)(
             build()
         )
+
+
+@given(st.integers(min_value=0, max_value=2**63 - 1))
+def test_both_copies_say_money_in_dollars_alike(micro_usd: int) -> None:
+    assert engine_money.usd(micro_usd) == platform_plain.usd(micro_usd)
+
+
+@pytest.mark.parametrize(
+    ("micro_usd", "text"),
+    [(0, "$0.00"), (1, "$0.000001"), (1_200_000, "$1.20"), (1_234_250_000, "$1,234.25")],
+)
+def test_money_in_dollars_keeps_every_micro_usd(micro_usd: int, text: str) -> None:
+    assert platform_plain.usd(micro_usd) == text

@@ -522,6 +522,10 @@ def _books_in_every_state(
     write(released, hello(book="book-released"), spend(2, 100), spend(3, 150), spend(5, 200))
     sweep(db, released)
     run("release", str(released), RUN_A, "--by", "ops", "--reason", "looked at it")
+    stray = book("book-stray")  # a line of no stream after a finished stream, released
+    write(stray, hello(book="book-stray"), finished(2, 0, "clean"), b"no stream\n")
+    sweep(db, stray)
+    run("release", str(stray), "--by", "ops", "--reason", "the line stays")
     skipped = book("book-skipped")
     write(skipped, hello(book="book-skipped"), spend(2, 100), spend(3, "bad"), spend(4, 300))
     sweep(db, skipped)
@@ -652,6 +656,11 @@ def test_show_of_books_in_every_state(
         "prune",
     }
     assert any(book["error"] is not None for book in shown)
+    assert any(  # a release of the book's own error: no stream, no attempt state
+        action["action"] == "release" and action["engine_run_id"] is None
+        for book in shown
+        for action in book["actions"]
+    )
     assert any(attempt["exit_status"] == -9 for attempt in attempts)
 
     # `show BOOK_DIR...` and `show --follow`'s lines (one book each) have the same shape.

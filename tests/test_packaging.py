@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -228,3 +229,46 @@ def test_platform_ingest_wheel_alone_sweeps_a_journal_without_the_engine(
         ],
         tmp_path,
     )
+
+
+@pytest.mark.postgres
+def test_the_quarantine_how_tos_repair_step_works_on_a_platform_host(
+    platform_bin: Path, wheels: dict[str, Path], tmp_path: Path, fresh_dsn: str
+) -> None:
+    """A platform host installed as the README says holds the platform wheel alone (no
+    `engine-events` beside it), and the engine's own install is elsewhere (`/opt/engine/bin` in
+    the example units). The how-to's repair step, run as written (its paths put where this test
+    installed them, the DSN in the environment as a unit gives it), settles the run; the same
+    command without `--status-command` cannot, and says why."""
+    how_to = (ROOT / "docs" / "platform" / "states.md").read_text()
+    (written,) = re.findall(
+        r"^ *(platform-ingest repair BOOK_DIR --status-command .+)$", how_to, re.M
+    )
+    engine_bin = _venv_with(wheels["engine_events"], tmp_path / "engine")
+    book = tmp_path / "books" / "book-1"
+    _ok([engine_bin / "engine-events", "demo", book, "--units", "1", "--pace-ms", "0"], tmp_path)
+    environment = {**_environment(), "PLATFORM_INGEST_DSN": fresh_dsn}
+    ingest = str(platform_bin / "platform-ingest")
+    swept = subprocess.run(
+        [ingest, "sweep", "--auto", str(book)],
+        check=False,
+        env=environment,
+        capture_output=True,
+        text=True,
+    )
+    assert swept.returncode == 0, swept.stderr
+    argv = [
+        ingest if word == "platform-ingest" else str(book) if word == "BOOK_DIR" else word
+        for word in shlex.split(written.replace("/opt/engine/bin", str(engine_bin)))
+    ]
+    done = subprocess.run(
+        argv, check=False, env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    repaired = json.loads(done.stdout)
+    assert repaired["book_id"] == "book-1", repaired
+    bare = subprocess.run(
+        [ingest, "repair", str(book)], check=False, env=environment, capture_output=True, text=True
+    )
+    assert bare.returncode == 1
+    assert "status command not found: engine-events" in bare.stderr, bare.stderr

@@ -27,6 +27,14 @@ def require_micro_usd(value: object, field: str) -> int:
     return value
 
 
+def usd(micro_usd: int) -> str:
+    """Micro-USD as dollars for a person: `$1,234.25`, `$0.000001` (integer arithmetic only: no
+    micro-USD is rounded away). Every text view shows money so; JSON keeps the integer."""
+    dollars, micros = divmod(micro_usd, MICRO_USD_PER_USD)
+    fraction = f"{micros:06d}".rstrip("0").ljust(2, "0")
+    return f"${dollars:,}.{fraction}"
+
+
 def usd_to_micro_usd(usd: Decimal | int) -> int:
     """Convert a cost in USD to micro-USD, rounding UP to the next whole micro-USD.
 

@@ -32,6 +32,26 @@ def plain(text: str, max_chars: int | None = None) -> str:
     return safe
 
 
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for one: `1 root`, `2 roots`, `0 problems` (`plural` when
+    an `s` does not make it: `line hashes`, `book directories`)."""
+    if number == 1:
+        return f"{number} {noun}"
+    return f"{number} {plural or noun + 's'}"
+
+
+MICRO_USD_PER_USD = 1_000_000
+
+
+def usd(micro_usd: int) -> str:
+    """Micro-USD as dollars for a person: `$1,234.25`, `$0.000001` (integer arithmetic only: no
+    micro-USD is rounded away). Every text view shows money so; JSON keeps the integer. The
+    engine's `watch` and `status` show it the same (a copy: the halves never import each other)."""
+    dollars, micros = divmod(micro_usd, MICRO_USD_PER_USD)
+    fraction = f"{micros:06d}".rstrip("0").ljust(2, "0")
+    return f"${dollars:,}.{fraction}"
+
+
 def display_path(path: str | os.PathLike[str]) -> str:
     """A path as a person may read it: bytes that are not UTF-8 as `\\xNN`, controls escaped."""
     return plain(os.fsencode(path).decode("utf-8", "backslashreplace"))

@@ -42,6 +42,7 @@
      │    ├── DatabaseUnavailable (ConnectionError)   connection lost or refused: retryable
      │    │    └── DatabaseRefusesWrites       the server answers but writes nothing: disk full, read-only
      │    ├── DatabaseTimeout (TimeoutError)          a statement or lock timeout: retryable
+     │    ├── DatabaseAuthenticationFailed     the server refused the role's login (28P01, 28000)
      │    ├── SchemaTooNew                     the database was migrated by a newer platform_ingest
      │    ├── SchemaTooOld                     the database needs `platform-ingest migrate`
      │    └── CursorMoved                      another pass moved the cursor first (resync, no retry)
@@ -545,6 +546,17 @@ class DatabaseRefusesWrites(DatabaseUnavailable):
     read-only (25006: a hot standby, `default_transaction_read_only`). The same for every book,
     and not mended by connecting again at once: the caller waits (the worker), or stops (a
     sweep). Nothing of the refused transaction was committed."""
+
+
+class DatabaseAuthenticationFailed(DatabaseError):
+    """The server refused to let the role in: a wrong or missing password (SQLSTATE 28P01), a
+    role it does not know or pg_hba.conf refusing the login (28000). Not retryable: connecting
+    again meets the same refusal until the credentials or the server's rules change."""
+
+    def __init__(self, message: str, *, sqlstate: str, role: str) -> None:
+        super().__init__(message, sqlstate=sqlstate)
+        self.role = role
+        """The role the login was refused to."""
 
 
 class DatabaseTimeout(DatabaseError, TimeoutError):

@@ -66,8 +66,8 @@ def test_status_prints_a_summary_without_json_and_the_same_json_with_it(
         json.loads(out)
     assert out.splitlines() == [
         "book b-42: latest stream r1 finished ceiling (exit 4), 2 of 5 units",
-        "  money: 700 micro-USD committed",
-        "  ceiling: halted (book), shortfall 30 micro-USD",
+        "  money: $0.0007 committed",
+        "  ceiling: halted (book), shortfall $0.00003",
         "  progress: draft 2/5",
         "  journal: ok",
         "  stream r1: last seq 5, projected seq 5",

@@ -417,3 +417,23 @@ def test_every_dashboard_query_names_a_metric_a_worker_exports(
     missing = sorted(name for name in named if name not in exported)
     assert missing == [], f"the dashboard names metrics no worker exports: {missing}"
     assert stop_worker(running[0]) == 0
+
+
+def test_the_runbooks_name_the_worker_unit_as_its_instances_are_named() -> None:
+    """The worker's unit is a template whose instance is a number (its metrics port is 910 and
+    the instance, docs/platform/workers.md): every runbook that restarts a worker names it so,
+    never by a root (`platform-ingest-worker@ROOT` is no unit)."""
+    workers = (ROOT / "docs" / "platform" / "workers.md").read_text()
+    assert "/etc/systemd/system/platform-ingest-worker@.service" in workers
+    assert "--metrics-port 910%i" in workers
+    runbooks = [rule["annotations"]["runbook"] for rule in ALERTS.values()]
+    named = [
+        name for text in runbooks for name in re.findall(r"platform-ingest-worker@(\w+)", text)
+    ]
+    assert named, "no runbook restarts a worker"
+    assert all(name == "N" or name.isdigit() for name in named), named
+    assert all(
+        "N the instance: its metrics port is 910N" in text
+        for text in runbooks
+        if "platform-ingest-worker@N" in text
+    )

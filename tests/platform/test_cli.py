@@ -118,7 +118,8 @@ def test_sweep_exits_zero_on_stream_problems_and_non_zero_when_it_cannot_run(
     write(book, hello(), spend(2, 1.5))
     code, out, _ = cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))
     assert code == 0
-    assert "1 problems" in out
+    # One of a thing is said in the singular: `1 problem`, never `1 problems`.
+    assert ": 1 line applied, 0 duplicates, 1 problem, read " in out, out
     code, _, err = cli(capsys, "--dsn", fresh_dsn, "sweep", str(tmp_path / "missing"))
     assert code == 2
     assert "not a directory" in err
@@ -186,7 +187,13 @@ def test_release_command(
     write(book, hello(), spend(2, 5), spend(2, 6))
     cli(capsys, "--dsn", fresh_dsn, "sweep", "--auto", str(book))
     code, out, _ = cli(capsys, "--dsn", fresh_dsn, "release", str(book), RUN_A)
-    assert (code, out.strip()) == (0, f"stream {RUN_A} released: active")
+    assert code == 0
+    released = json.loads(out)  # JSON, like every remedy
+    assert (released["engine_run_id"], released["state"]) == (RUN_A, "active")
+    assert (released["attempt_state"], released["error"]["kind"]) == (
+        "quarantined",
+        "payload_conflict",
+    )
     code, _, err = cli(capsys, "--dsn", fresh_dsn, "release", str(book), RUN_A)
     assert code == 2
     assert "only a quarantined, stalled or refused" in err

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from platform_ingest._logs import chosen_level
+from platform_ingest._version import __version__
 from platform_ingest.cli.exit_status import Exit
 from platform_ingest.cli.main import main
 from platform_ingest.cli.parser import HANDLERS, TUNED_COMMANDS, build_parser
@@ -65,6 +66,7 @@ AUDITED = {
     "abandon": True,
     "prune": False,
     "repair": False,
+    "forget": True,
 }
 """The audited commands, and whether each requires `--reason` (docs/platform/cli.md)."""
 
@@ -185,11 +187,17 @@ def test_two_verbosity_options_after_the_command_are_still_one_choice(
     assert "not allowed with argument" in capsys.readouterr().err
 
 
-def test_the_version_is_said_after_a_command_too(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("command", [None, *sorted(HANDLERS)])
+def test_the_version_is_said_the_same_in_any_position(
+    command: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`platform-ingest --version` and `platform-ingest COMMAND --version` print the same line:
+    the program's name and its version, never the command's name."""
+    argv = ["--version"] if command is None else [command, "--version"]
     with pytest.raises(SystemExit) as exited:
-        build_parser().parse_args(["show", "--version"])
+        build_parser().parse_args(argv)
     assert exited.value.code == 0
-    assert capsys.readouterr().out.startswith("platform-ingest ")
+    assert capsys.readouterr().out == f"platform-ingest {__version__}\n"
 
 
 def _complete(script: str, *words: str) -> list[str]:

@@ -25,6 +25,7 @@ RELEASED_STEPS = {
     2: "2e08c385b5baedb8c7640c2350dab650b7f415ab752d46436699a9ac37888c21",
     3: "8fc163e49f1020dc49e7a4e1fe64ba66888e0464e73ad6ba8bf91766c338ad8e",
     4: "2a85176998a00ea323408ba760d3d494627be7d5e7baaad2c6a6e681f2059d1e",
+    5: "e3518a5ec749b45ecc4506adefefe3c821c309f2e645dc36138bcf7d99549c0b",
 }
 """The sha256 of each released step's statements. A released step is followed, never edited: a
 database migrated by it must reach the same schema as one that runs it today."""

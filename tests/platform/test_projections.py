@@ -485,6 +485,7 @@ def test_every_table_the_migrations_create_is_guarded() -> None:
         "projections",
         "projection_tracking",
         "projection_failures",
+        "forgotten_books",
     } == PLATFORM_TABLES
 
 

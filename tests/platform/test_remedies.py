@@ -134,7 +134,7 @@ def test_skip_passes_exactly_the_named_line(db: Database, make_book: MakeBook) -
     attempt = _attempt(db, book, RUN_A)
     assert (attempt["state"], attempt["error"]["seq"]) == ("quarantined", 3)
     dry = skip_line(db, str(book), RUN_A, 3, sha256=None, reason="bad time")
-    assert dry.action_id == 0
+    assert dry.action_id is None
     assert dry.detail["sha256"] == hashlib.sha256(bad).hexdigest()
     assert _attempt(db, book, RUN_A)["state"] == "quarantined"
     with pytest.raises(ConfigError, match="has sha256"):

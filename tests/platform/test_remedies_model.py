@@ -27,6 +27,15 @@ After every step `show --json` must hold:
    documented exception is a duplicate of a compacted range read from its middle (the pass counts
    it as an unverified duplicate).
 
+From every state a step reaches, every problem that stands ends by a documented command or by a
+pass that reads clean (`end every problem`, a step hypothesis may take at any point, and the end
+of every example): a stream stopped for a person (`abandon`; a foreign stream parking ours,
+`disown`), a book's own error (a line of no stream, `release BOOK_DIR`, or the journal cut back
+to before it and read clean), a gone journal (`abandon` of what awaits it), a root registered as
+a book (`forget`). The journal also gets a garbage line (after a finished stream, before any
+hello, or inside a stream) and that line cut away again, and an operator sweeps the root that
+holds the book as if it were one (refused: it is no book).
+
 It also holds the remedies to their documented promises: a `prune` record carries the run's
 `spent_micro_usd` and `units`; a conflict of a compacted range cannot be skipped; `name` of a
 disowned stream is refused naming `undisown`, and an undisowned stream is foreign again (a new
@@ -85,6 +94,10 @@ from projection_fixtures import Recording
 COLLECT = os.environ.get("REMEDIES_MODEL_COLLECT") == "1"
 """Count violations instead of failing the example at the first one."""
 
+GARBAGE = b"no JSON, no stream\n"
+"""A line no engine writes: it belongs to no stream (its seq cannot be read)."""
+STANDING = frozenset({"stalled", "quarantined", "refused", "parked"})
+"""Attempt states that stand until a person ends them."""
 STOPPED = frozenset({"stalled", "quarantined", "refused", "disowned", "abandoned"})
 """Attempt states in which nothing of the stream is read: a changed line is not passed."""
 AWAITING = frozenset({"pending", "active"})
@@ -115,6 +128,9 @@ DAMAGES = [
     "edit",
     "edit",
     "edit malformed",
+    "garbage",
+    "garbage",
+    "cut the garbage",
     "replace",
     "truncate",
     "restore",
@@ -299,6 +315,9 @@ class RemediesLife(RuleBasedStateMachine):
         self.step = ""
 
     def teardown(self) -> None:
+        self._end_every_problem()
+        if self.found:
+            raise AssertionError("\n".join(f"{kind}: {detail}" for kind, detail in self.found))
         # `compact` and `prune` work the whole database, a bounded number of attempts or runs a
         # call, oldest first: a backlog left by this example would decide what they reach of the
         # next one's book, and the same steps would end differently on a replay. Drained here,
@@ -473,6 +492,10 @@ class RemediesLife(RuleBasedStateMachine):
             self._replace()
         elif what == "truncate" and self.file:
             self._truncate(data)
+        elif what == "garbage" and self.file is not None and not self.file_tail:
+            self._garbage()
+        elif what == "cut the garbage" and self.file and any(w.seq == 0 for w in self.file):
+            self._cut_the_garbage()
         elif what == "restore":
             self._restore()
         elif what.startswith("delete") and self.present:
@@ -521,6 +544,108 @@ class RemediesLife(RuleBasedStateMachine):
         _note(f"mend {state} by {what}")
         if then_sweep:
             self._sweep(via_cli=False, batch_lines_max=BATCH_LINES)
+
+    @precondition(
+        lambda self: self.present and self.live is None and bool(self.file) and not self.file_tail
+    )
+    @rule(cut_back=st.booleans())
+    def garbage_after_the_last_stream(self, cut_back: bool) -> None:
+        """A garbage line after the journal's last stream (finished, or its engine gone), read
+        by a pass: a line of no stream, the book's own error when that stream is finished. Then,
+        maybe, the journal cut back to before it (`verify` reads it OK again) and read again."""
+        self._garbage()
+        self._sweep(via_cli=False, batch_lines_max=BATCH_LINES)
+        if self._shown()["error"] is not None:
+            _note("the book's error: a garbage line after the last stream")
+        if cut_back:
+            self._cut_the_garbage()
+            self._sweep(via_cli=False, batch_lines_max=BATCH_LINES)
+            if self._shown()["error"] is not None:
+                self._violation(
+                    "a book's error outlives the line cut away and a pass that read clean",
+                    str(self._shown()["error"]),
+                )
+
+    @rule(data=st.data())
+    def sweep_the_root(self, data: st.DataObject) -> None:
+        """An operator sweeps the root that holds the book as if it were a book: refused while a
+        directory in it holds a journal (it holds book directories and no journal of its own).
+        Before any journal there, it cannot be told from an empty book and is registered: a
+        book registered by mistake, which `forget` ends."""
+        self.step = "sweep the root"
+        auto = ["--auto"] if data.draw(st.booleans(), label="auto") else []
+        books_in_it = any((d / "events.jsonl").exists() for d in self.root.iterdir() if d.is_dir())
+        code, _, err = self._cli(["sweep", *auto, str(self.root)])
+        if books_in_it and (code != 2 or "no journal of its own" not in err):
+            self._violation("a root swept as a book is not refused", f"exit {code}: {err[:200]}")
+        _note("a root refused" if code == 2 else "a root registered as a book")
+
+    @rule()
+    def end_every_problem(self) -> None:
+        self._end_every_problem()
+
+    def _root_registered(self) -> bool:
+        row = self.sql.execute("SELECT 1 FROM books WHERE path = %s", (str(self.root),))
+        return row.fetchone() is not None
+
+    def _standing(self) -> list[tuple[str, str]]:
+        """Every problem that stands, (its kind, what it is): attempts stopped for a person, the
+        book's own error, its problems, a root registered as a book."""
+        shown = self._shown()
+        standing = [
+            (f"a stream {attempt['state']}", f"stream {stream}")
+            for stream, attempt in _attempts(shown).items()
+            if attempt["state"] in STANDING
+        ]
+        if shown["error"] is not None:
+            standing.append(("the book's error", str(shown["error"])))
+        standing += [
+            (f"the book's {problem['kind']}", problem["detail"]) for problem in shown["problems"]
+        ]
+        if self._root_registered():
+            standing.append(("a root registered as a book", str(self.root)))
+        return standing
+
+    def _end_every_problem(self) -> None:
+        """End each problem that stands with the command the docs give for it, a pass between
+        rounds (which also reads what no pass read yet); after at most three rounds nothing may
+        stand: a state no documented command ends is a violation."""
+        self.step = "end every problem"
+        for round_ in range(3):
+            was = {kind for kind, _ in self._standing()}
+            self._sweep(via_cli=False, batch_lines_max=BATCH_LINES)
+            self.read = None
+            standing = self._standing()
+            for kind in was - {kind for kind, _ in standing}:
+                _note(f"ended by a pass: {kind}")
+            if not standing:
+                return
+            for kind, _ in standing:
+                _note(f"to end by a command (round {round_ + 1}): {kind}")
+            shown = self._shown()
+            if shown["error"] is not None:
+                self._cli(["release", str(self.book), "--reason", "model: a line of no stream"])
+            attempts = _attempts(shown)
+            if any(attempt["state"] == "parked" for attempt in attempts.values()):
+                for stream in self._foreign():  # what parks ours: not ours
+                    with contextlib.suppress(*REFUSALS):
+                        remedies.disown_stream(self.db, str(self.book), stream, reason="model")
+            missing = any(p["kind"] == "journal_missing" for p in shown["problems"])
+            for stream, attempt in attempts.items():
+                awaiting = missing and attempt["state"] in AWAITING
+                if attempt["state"] in STANDING or awaiting:
+                    with contextlib.suppress(*REFUSALS):
+                        remedies.abandon_attempt(self.db, str(self.book), stream, reason="model")
+                    if stream == self.live:
+                        self.live = None  # its engine is stopped with it
+            if self._root_registered():
+                self._cli(["forget", str(self.root), "--reason", "model: a root"])
+        standing = self._standing()
+        if standing:
+            self._violation(
+                "a problem no documented command ends",
+                "; ".join(f"{kind}: {what}" for kind, what in standing),
+            )
 
     # --- the engine -----------------------------------------------------------------------------
 
@@ -624,12 +749,32 @@ class RemediesLife(RuleBasedStateMachine):
         index = data.draw(st.integers(0, len(self.file) - 1), label="line")
         new_inode = data.draw(st.booleans(), label="as a new file")
         before = self.file[index]
+        if before.seq == 0:
+            return  # garbage: no stream's line to edit
         bad = malformed and before.seq != 1
         raw = _malformed(before.raw) if bad else _retimed(before.raw)
         self.step = f"edit line {index} (stream {before.stream} seq {before.seq}) to {raw!r}"
         changed = Written(before.stream, before.seq, raw)
         self.file = [*self.file[:index], changed, *self.file[index + 1 :]]
         self._write_file(new_inode=new_inode)
+
+    def _garbage(self) -> None:
+        """A line that is no stream's appended (a stray write): after a finished stream, before
+        any hello, or inside a live stream, wherever the journal ends now."""
+        assert self.file is not None
+        self.step = "garbage appended"
+        self.file = [*self.file, Written("", 0, GARBAGE)]
+        with open(self.journal, "ab") as file:
+            file.write(GARBAGE)
+
+    def _cut_the_garbage(self) -> None:
+        """The journal cut back to just before its first garbage line, in place (as an operator
+        mends it: what `verify` reads as OK again)."""
+        assert self.file is not None
+        keep = next(index for index, written in enumerate(self.file) if written.seq == 0)
+        self.step = f"cut back to {keep} lines, before the garbage"
+        self.file, self.file_tail = self.file[:keep], b""
+        os.truncate(self.journal, len(self._content()))
 
     def _replace(self) -> None:
         """The same bytes in a new file (a copy moved over it): every hint is void."""
@@ -939,6 +1084,14 @@ class RemediesLife(RuleBasedStateMachine):
             if attempt["error"] is not None:
                 compacted = "were compacted" in (attempt["error"]["detail"] or "")
                 _note(f"an error {attempt['error']['kind']}{' (compacted)' if compacted else ''}")
+        if self.before["error"] is not None and after["error"] is None:
+            released = any(
+                a["action"] == "release" and a["engine_run_id"] is None for a in after["actions"]
+            ) > any(
+                a["action"] == "release" and a["engine_run_id"] is None
+                for a in self.before["actions"]
+            )
+            _note(f"the book's error ended by {'release' if released else 'a pass'} ({self.step})")
         pruned = sum(action["action"] == "prune" for action in after["actions"])
         if pruned > sum(action["action"] == "prune" for action in self.before["actions"]):
             _note("a run pruned")
@@ -970,6 +1123,10 @@ class RemediesLife(RuleBasedStateMachine):
                     for offset, w in lines
                     if w.stream == stream and w.seq == seq and offset >= start
                 ]
+                if not found and _sha256(GARBAGE) in self.skipped[(stream, seq)]:
+                    # A line with no seq, skipped: it took the stream's next seq (docs: `skip`).
+                    self.applied[stream][seq] = GARBAGE
+                    continue
                 if not found:
                     self._violation(
                         "a seq applied that the journal does not hold", f"{stream} seq {seq}"
@@ -1051,6 +1208,8 @@ class RemediesLife(RuleBasedStateMachine):
         for offset, written in self._lines_as_read():
             if offset < read.start_offset or offset >= end:
                 continue
+            if written.seq == 0:
+                continue  # garbage: the line of no stream, never applied as anyone's
             attempt = attempts.get(written.stream)
             if attempt is None or attempt["state"] in STOPPED:
                 continue  # foreign, pruned, or not read: nothing passed

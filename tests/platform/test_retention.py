@@ -303,7 +303,7 @@ def _seen(record: logging.LogRecord) -> tuple[int, str, object]:
     return (record.levelno, record.getMessage(), getattr(record, "fields", None))
 
 
-COMPACTED_ONE = "housekeeping: 1 attempts compacted, 20 line hashes deleted"
+COMPACTED_ONE = "housekeeping: 1 attempt compacted, 20 line hashes deleted"
 FAILED = re.compile(
     r"housekeeping: compaction failed \(Postgres connection lost or refused .+\); next round later"
 )

@@ -29,7 +29,8 @@ from platform_ingest.ingest.projection_step import install, projections_behind
 from platform_ingest.ingest.rebuild import rebuild
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.follow import follow
-from platform_ingest.operate.naming import name_stream, release_attempt
+from platform_ingest.operate.forget import forget_book
+from platform_ingest.operate.naming import name_stream, release_attempt, release_book_error
 from platform_ingest.operate.prune import prune_runs
 from platform_ingest.operate.remedies import (
     abandon_attempt,
@@ -189,6 +190,15 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...]] = {
     "line_skip_insert": (42, 8, SHA, 1),
     "line_skips_of_attempts": ([42, 43],),
     "book_epoch_bump": ("book-00042",),
+    "book_error_clear": ("book-00042",),
+    "book_select_lock": ("book-00042",),
+    "book_holdings": ("book-00042", "book-00042", "book-00042"),
+    "book_forget_actions": ("book-00042",),
+    "book_forget_problems": ("book-00042",),
+    "book_forget_starts": ("book-00042",),
+    "book_forget_failures": ("book-00042",),
+    "book_forget": ("book-00042",),
+    "forgotten_insert": ("book-00042", "/books/book-00042", "ops", "why", Jsonb({})),
     "attempts_of_runs": ([42, 43],),
     "line_hashes_window": (42, 10, 4106),
     "units_insert": ([42], ["u-x"], [1], [42], [3]),
@@ -589,6 +599,11 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         disown_stream(db, str(remedied), RUN_B, reason="not ours")
         undisown_stream(db, str(remedied), RUN_B, reason="ours after all")
         disown_stream(db, str(remedied), RUN_B, reason="not ours")
+        stray = make_book("book-stray")  # a line of no stream, released; then the book forgotten
+        write(stray, b"no stream\n")
+        sweep(db, stray)
+        release_book_error(db, str(stray), reason="looked")
+        forget_book(db, str(stray), reason="registered by mistake")
         abandoned = make_book("book-abandoned")
         name_stream(db, str(abandoned), RUN_A)
         abandon_attempt(db, str(abandoned), RUN_A, reason="never started")

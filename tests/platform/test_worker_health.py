@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,6 +19,7 @@ from platform_ingest.worker.health import Health
 from platform_journals import (
     hello,
     log_entries,
+    scrape_metrics,
     serves_metrics,
     spend,
     start_worker,
@@ -58,6 +61,9 @@ def test_a_running_worker_is_live_and_ready_and_serves_its_metrics(
         assert _get(port, "/healthz") == (200, b'{"status":"ok"}\n')
         wait_for("ready", lambda: _get(port, "/readyz")[0] == 200)
         assert json.loads(_get(port, "/readyz")[1]) == {"status": "ok"}
+        messages = [entry["message"] for entry in log_entries(log)]
+        assert any(m.endswith(" starts on 1 root (auto mode)") for m in messages), messages
+        assert "watching 1 root and 1 book directory for changes" in messages, messages
         status, body = _get(port, "/metrics")
         assert status == 200 and b"platform_ingest_database_up 1.0" in body
         status, body = _get(port, "/")
@@ -96,6 +102,72 @@ def test_a_worker_whose_postgres_is_away_is_live_but_not_ready(
         assert _get(port, "/healthz")[0] == 200
         start_again(own_server, socket_dir)
         wait_for("ready again", lambda: _get(port, "/readyz")[0] == 200)
+        assert stop_worker(worker) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(timeout=30)
+
+
+def _closed_port() -> int:
+    """A TCP port of this machine on which nothing listens (bound, then closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_a_worker_started_while_postgres_cannot_be_reached_waits_for_it(
+    own_server: Any, tmp_path: Path
+) -> None:
+    """Started with a DSN whose port nobody listens on, the worker does not give up: it stays
+    up, `/healthz` 200 and `/readyz` 503 naming `postgres`, trying again after growing waits (a
+    handful of tries in its first seconds, not one every 0.2 s). Postgres then started on that
+    port: the worker checks the schema, joins, and is ready, with nobody restarting it."""
+    db = Database(own_server.get_uri())
+    migrate(db)
+    db.close()
+    pg_ctl(own_server, "-w", "-m", "fast", "stop")
+    port = _closed_port()
+    dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres connect_timeout=2"
+    root = tmp_path / "books"
+    (root / "book-1").mkdir(parents=True)
+    write(root / "book-1", hello(book="book-1"), spend(2, 5))
+    log = tmp_path / "worker.log"
+    worker = start_worker(dsn, root, log, "--metrics-port", "0")
+    socket_dir = own_server.get_postmaster_info().socket_dir
+    try:
+        wait_for("the port served", lambda: serves_metrics(log))
+        metrics_port = _port(log)
+        started = time.monotonic()
+        wait_for(
+            "the first try failed", lambda: b"database_up 0.0" in _get(metrics_port, "/metrics")[1]
+        )
+        time.sleep(max(0.0, 8.0 - (time.monotonic() - started)))
+        assert worker.poll() is None, log.read_text()
+        assert _get(metrics_port, "/healthz") == (200, b'{"status":"ok"}\n')
+        status, body = _get(metrics_port, "/readyz")
+        assert status == 503 and json.loads(body)["failing"][0] == "postgres"
+        tries = scrape_metrics(metrics_port)[
+            'platform_ingest_database_errors_total{error="DatabaseUnavailable"}'
+        ]
+        # Waits of 0.2, 0.4, 0.8, ... s (each within half of it either way), at most 5 s: about
+        # six tries in eight seconds; a fixed 0.2 s wait would make forty.
+        assert 2 <= tries <= 12, tries
+        away = [e for e in log_entries(log) if e["message"].startswith("Postgres is away")]
+        assert len(away) == 1 and away[0]["level"] == "WARNING", away
+        pg_ctl(
+            own_server,
+            "-w",
+            "-o",
+            f"-h 127.0.0.1 -p {port}",
+            "-o",
+            f"-k {socket_dir}",
+            "-l",
+            str(own_server.log),
+            "start",
+        )
+        wait_for("ready", lambda: _get(metrics_port, "/readyz")[0] == 200)
         assert stop_worker(worker) == 0
     finally:
         if worker.poll() is None:

@@ -23,6 +23,7 @@ from .. import _outbox, _sql
 from .._exit_codes import ExitCode
 from .._journal_file import JournalFile, JournalIO, OsJournalIO
 from .._lock import BookLock
+from .._money import usd
 from .._projection import Projector
 from .._schema import connect, require_durable, require_known_version
 from .._sqlite import translated
@@ -170,6 +171,13 @@ def _units(volume: object) -> str:
     return f", {volume.get('units_done')} of {volume.get('units_total')} units"
 
 
+def _usd(micro_usd: object) -> str:
+    """Money as dollars, like every text view (`usd`); a value that is not an amount, as it is."""
+    if isinstance(micro_usd, int) and not isinstance(micro_usd, bool) and micro_usd >= 0:
+        return usd(micro_usd)
+    return plain(str(micro_usd))
+
+
 def format_text(report: dict[str, Any]) -> str:
     """The short human summary of the report `--json` prints, field by field (every value that
     came from the book's database through `plain`)."""
@@ -192,7 +200,7 @@ def format_text(report: dict[str, Any]) -> str:
     lines = [
         f"book {plain(str(report['book_id']))}: latest stream "
         f"{plain(report['engine_run_id'])} {ended}",
-        f"  money: {report['money']['committed_micro_usd']} micro-USD committed",
+        f"  money: {_usd(report['money']['committed_micro_usd'])} committed",
     ]
     ceiling = report["ceiling"]
     if isinstance(ceiling, dict):
@@ -200,7 +208,7 @@ def format_text(report: dict[str, Any]) -> str:
         lines.append(
             f"  ceiling: {'halted' if ceiling.get('halted') else 'reached'}"
             f" ({plain(str(ceiling.get('scope')))})"
-            + ("" if shortfall is None else f", shortfall {shortfall} micro-USD")
+            + ("" if shortfall is None else f", shortfall {_usd(shortfall)}")
         )
     progress = report["progress"]
     if isinstance(progress, dict) and progress:

@@ -47,7 +47,7 @@ from rich.text import Text
 from .._journal_file import JOURNAL_FILE_NAME
 from .._line import LINE_BYTES_MAX
 from .._lock import LOCK_FILE_NAME
-from .._money import MICRO_USD_PER_USD
+from .._money import usd
 from ..errors import EngineEventsError, LineError, NotARegularFile
 from .decode import Line, decode_stream_line, require_supported
 from .lines import LineReader
@@ -348,13 +348,6 @@ class JournalTail:
             raise JournalUnreadable(self.path, f"cannot be read: {error.strerror}") from error
         finally:
             os.close(fd)
-
-
-def usd(micro_usd: int) -> str:
-    """Micro-USD as dollars for a person: `$1,234.25`, `$0.000001` (integer arithmetic only)."""
-    dollars, micros = divmod(micro_usd, MICRO_USD_PER_USD)
-    fraction = f"{micros:06d}".rstrip("0").ljust(2, "0")
-    return f"${dollars:,}.{fraction}"
 
 
 def short_run_id(engine_run_id: str) -> str:

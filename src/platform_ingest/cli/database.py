@@ -87,14 +87,14 @@ def _dsn(args: argparse.Namespace, stack: contextlib.ExitStack) -> tuple[str, bo
 def open_database(args: argparse.Namespace) -> Iterator[Database]:
     """The command's database: the DSN's, libpq's, or an embedded server started (and stopped)
     here. Its schema must be current (the embedded one is migrated: it is this command's own),
-    except for `migrate`."""
+    except for `migrate`, and for `run`, whose worker checks it once Postgres answers: a worker
+    started while Postgres cannot be reached waits for it (docs/platform/workers.md)."""
     with contextlib.ExitStack() as stack:
         dsn, embedded = _dsn(args, stack)
         db = Database(dsn)
         stack.callback(db.close)
-        if args.command != "migrate":
-            if embedded:
-                migrate(db)
-            else:
-                require_current(db)
+        if embedded and args.command != "migrate":
+            migrate(db)
+        elif args.command not in ("migrate", "run"):
+            require_current(db)
         yield db

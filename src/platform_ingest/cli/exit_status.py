@@ -11,7 +11,8 @@ class Exit(IntEnum):
     FAILED = 1
     """The command could not do its work (database unavailable, a pass that could not finish)."""
     USAGE = 2
-    """Bad usage or input: an unknown book, a path outside the roots, a refused operation."""
+    """Bad usage or input: an unknown book, a path outside the roots, a refused operation, a
+    login Postgres refused (a wrong password, an unknown role)."""
     ENGINE_LIVE = 3
     """`repair` refused: the engine is live."""
     NOT_REPLAYABLE = 4

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from .._plain import display_path, plain
+from .._plain import counted, display_path, plain
 from ..errors import ConfigError, DatabaseUnavailable, IngestError, NotFound
 from ..ingest.book_pass import BookPass, Mode
 from ..ingest.books import book_ref, register_book, unnamed_streams
@@ -65,7 +65,8 @@ def sweep(args: argparse.Namespace) -> int:
             except DatabaseUnavailable as error:
                 left = len(args.book_dirs) - done
                 print(
-                    f"platform-ingest: the sweep stops, {left} of {len(args.book_dirs)} books "
+                    f"platform-ingest: the sweep stops, {left} of "
+                    f"{counted(len(args.book_dirs), 'book')} "
                     f"not passed: {plain(str(error))}",
                     file=sys.stderr,
                 )
@@ -109,18 +110,20 @@ def sweep(args: argparse.Namespace) -> int:
             else:
                 state = " (busy: another worker holds it)" if report.busy else ""
                 print(
-                    f"{plain(report.book_id)}: {report.lines_applied} lines applied, "
-                    f"{report.duplicates} duplicates, {len(report.problems)} problems, "
-                    f"read {report.bytes_read} bytes from byte {report.start_offset}{state}"
+                    f"{plain(report.book_id)}: {counted(report.lines_applied, 'line')} applied, "
+                    f"{counted(report.duplicates, 'duplicate')}, "
+                    f"{counted(len(report.problems), 'problem')}, "
+                    f"read {counted(report.bytes_read, 'byte')} from byte {report.start_offset}"
+                    f"{state}"
                 )
         names = [projection.name for projection in projections]
         for name, behind in projections_behind(db, swept, names).items():
             if behind:
                 logger.warning(
-                    "projection %s is %d lines behind these books' cursors (a pass applies only"
+                    "projection %s is %s behind these books' cursors (a pass applies only"
                     " new lines): run `platform-ingest rebuild --projection %s`",
                     name,
-                    behind,
+                    counted(behind, "line"),
                     name,
                 )
     return failed

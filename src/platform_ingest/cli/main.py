@@ -8,7 +8,9 @@
     run ROOT... [--auto] [--metrics-port P]  the worker: every book under the roots, until SIGTERM
     name BOOK_DIR ENGINE_RUN_ID [--new-run]  name a stream for the book's current (or a new) run
     show [BOOK_DIR...] [--json] [--follow]   state of books, runs, attempts (--follow: live)
-    release BOOK_DIR ENGINE_RUN_ID           lift a quarantine, stall or refusal after looking
+    release BOOK_DIR [ENGINE_RUN_ID]         lift a quarantine, stall or refusal after looking
+                                             (no stream: the book's own error)
+    forget BOOK_DIR --reason TEXT            delete a book registered by mistake (audited)
     repair BOOK_DIR [--status-command CMD]   settle a stopped run through the engine's status
     exited BOOK_DIR ENGINE_RUN_ID STATUS     the launcher reports a process's exit status
     skip BOOK_DIR ENGINE_RUN_ID SEQ --sha256 HEX --reason TEXT   pass one quarantined line
@@ -40,7 +42,7 @@ never creates one: with none there it exits 2 and says where it looked.
 Exit codes: 0 done (a book that ends quarantined or stalled is state, not a failure of `sweep`);
 1 the command could not do its work (database unavailable, a pass that could not finish);
 2 bad usage or input (unknown book, path outside the roots, a refused operation, a reader given
-no database);
+no database, a login Postgres refused: a wrong password, an unknown role);
 3 `repair` refused because the engine is live; 4 `rebuild` caught up all it could, and some seqs
 cannot be replayed (each listed in its report); 5 `scrub` found an applied line the journal no
 longer holds as it was (each listed in its report).
@@ -57,7 +59,13 @@ from collections.abc import Callable, Sequence
 from .._logs import chosen_level
 from .._logs import configure as configure_logs
 from .._plain import plain
-from ..errors import ConfigError, EngineLive, IngestError, NotFound
+from ..errors import (
+    ConfigError,
+    DatabaseAuthenticationFailed,
+    EngineLive,
+    IngestError,
+    NotFound,
+)
 from .exit_status import Exit
 from .parser import TUNED_COMMANDS, build_parser
 
@@ -114,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EngineLive as error:
         print(f"platform-ingest: repair refused: {plain(str(error))}", file=sys.stderr)
         return Exit.ENGINE_LIVE
-    except (ConfigError, NotFound) as error:
+    except (ConfigError, NotFound, DatabaseAuthenticationFailed) as error:
         print(f"platform-ingest: {plain(str(error))}", file=sys.stderr)
         return Exit.USAGE
     except IngestError as error:

@@ -9,11 +9,11 @@ import signal
 import sys
 from collections.abc import Callable
 
-from .._plain import plain
 from ..errors import ConfigError
 from ..ingest.books import find_book
 from ..operate.follow import follow
-from ..operate.naming import name_stream, release_attempt
+from ..operate.forget import forget_book
+from ..operate.naming import name_stream, release_book_error, release_stream
 from ..operate.remedies import (
     Action,
     abandon_attempt,
@@ -64,7 +64,7 @@ def show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(state)
     else:
-        print(render_text(state))
+        print(render_text(state, filtered=bool(filtered)))
     return Exit.OK
 
 
@@ -93,11 +93,22 @@ def _follow_books(db: Database, args: argparse.Namespace) -> int:
 
 
 def release(args: argparse.Namespace) -> int:
+    """Prints what it did as JSON, like the other remedies."""
     with open_database(args) as db:
-        state_after = release_attempt(
-            db, args.book_dir, args.engine_run_id, by=args.by, reason=args.reason
-        )
-    print(f"stream {plain(args.engine_run_id)} released: {state_after}")
+        if args.engine_run_id is None:
+            action = release_book_error(db, args.book_dir, by=args.by, reason=args.reason)
+        else:
+            action = release_stream(
+                db, args.book_dir, args.engine_run_id, by=args.by, reason=args.reason
+            )
+    print_json(action.as_json())
+    return Exit.OK
+
+
+def forget(args: argparse.Namespace) -> int:
+    with open_database(args) as db:
+        forgotten = forget_book(db, args.book_dir, by=args.by, reason=args.reason)
+    print_json(forgotten.as_json())
     return Exit.OK
 
 
@@ -125,7 +136,8 @@ def skip(args: argparse.Namespace) -> int:
     print_json(action.as_json())
     if args.sha256 is None:
         print(
-            "platform-ingest: nothing skipped: check the line, then give its sha256 with --sha256",
+            "platform-ingest: nothing skipped, nothing recorded: check the line, then give its"
+            " sha256 with --sha256",
             file=sys.stderr,
         )
         return Exit.USAGE

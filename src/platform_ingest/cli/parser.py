@@ -37,6 +37,7 @@ HANDLERS = {
     "name": "operator_commands:name",
     "show": "operator_commands:show",
     "release": "operator_commands:release",
+    "forget": "operator_commands:forget",
     "exited": "operator_commands:exited",
     "skip": "operator_commands:skip",
     "disown": "operator_commands:disown",
@@ -126,6 +127,8 @@ def _stream_id(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from error
 
 
+PROGRAM = "platform-ingest"
+
 BOOK_DIR_HELP = "a book's directory (its name is the book id)"
 ENGINE_RUN_ID_HELP = "a stream's engine_run_id, as its hello gives it"
 
@@ -161,7 +164,8 @@ class _Version(argparse.Action):
     ) -> None:
         from .._version import __version__  # noqa: PLC0415 - see the docstring
 
-        sys.stdout.write(f"{parser.prog} {__version__}\n")
+        # The program's name, not `parser.prog`: after a command that is "platform-ingest show".
+        sys.stdout.write(f"{PROGRAM} {__version__}\n")
         parser.exit()
 
 
@@ -169,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line; each command's `handler` names the function that runs it
     (`HANDLERS`), imported only when that command runs."""
     parser = argparse.ArgumentParser(
-        prog="platform-ingest",
+        prog=PROGRAM,
         description="Tail run-event journals into Postgres, applying each event exactly once.",
     )
     _global_options(parser, after_command=False)
@@ -342,10 +346,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="the book behind a log's opaque reference, b-… and 10 hex digits (default: none)",
     )
 
-    commands.add_parser(
+    release = commands.add_parser(
         "release",
-        help="lift a quarantine, a stall or a refusal after an operator looked",
-        parents=[stream, audited],
+        help="lift a quarantine, a stall or a refusal after an operator looked (without "
+        "ENGINE_RUN_ID: the book's own error, a line of no stream)",
+        parents=[audited],
+    )
+    release.add_argument("book_dir", metavar="BOOK_DIR", help=BOOK_DIR_HELP)
+    release.add_argument(
+        "engine_run_id",
+        nargs="?",
+        default=None,
+        type=_stream_id,
+        metavar="ENGINE_RUN_ID",
+        help=ENGINE_RUN_ID_HELP + " (default: none, the book's own error)",
+    )
+
+    forget = commands.add_parser(
+        "forget",
+        help="delete a book registered by mistake, nothing of which was applied (audited)",
+        parents=[audited_why],
+    )
+    forget.add_argument(
+        "book_dir",
+        metavar="BOOK_DIR",
+        help="the directory registered by mistake (its registered path), or its book id",
     )
 
     exited = commands.add_parser(

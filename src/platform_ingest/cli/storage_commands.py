@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from .._plain import plain
+from .._plain import counted, plain
 from ..ingest.books import find_book
 from ..ingest.rebuild import RebuildReport
 from ..ingest.rebuild import rebuild as rebuild_projection
@@ -20,11 +20,6 @@ from .exit_status import Exit
 from .ingest_commands import load_projections
 from .output import print_json, print_json_line
 from .progress import progress_line
-
-
-def _count(number: int, noun: str) -> str:
-    """`1 run`, `2 runs`."""
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def rebuild(args: argparse.Namespace) -> int:
@@ -40,7 +35,7 @@ def rebuild(args: argparse.Namespace) -> int:
                 def show(report: RebuildReport) -> None:
                     line.update(
                         f"rebuild {report.projection}: book {report.books}{of}, "
-                        f"{_count(report.events_given, 'event')} given"
+                        f"{counted(report.events_given, 'event')} given"
                     )
 
                 report = rebuild_projection(
@@ -58,8 +53,8 @@ def rebuild_text(report: RebuildReport) -> str:
     reset = "" if report.reset_from is None else f" (version {report.reset_from} reset)"
     lines = [
         f"projection {plain(report.projection)} version {report.version}{reset}: "
-        f"{_count(report.books, 'book')}, {_count(report.streams_caught_up, 'stream')} caught "
-        f"up, {_count(report.events_given, 'event')} given"
+        f"{counted(report.books, 'book')}, {counted(report.streams_caught_up, 'stream')} caught "
+        f"up, {counted(report.events_given, 'event')} given"
     ]
     lines.extend(
         f"  cannot replay book {plain(each.book_id)} stream {plain(each.engine_run_id)} seqs "
@@ -87,8 +82,8 @@ def compact(args: argparse.Namespace) -> int:
 def compact_text(report: CompactionReport) -> str:
     ids = f" ({', '.join(map(str, report.compacted))})" if report.compacted else ""
     lines = [
-        f"{_count(len(report.compacted), 'attempt')} compacted{ids}, "
-        f"{_count(report.rows_deleted, 'line hash row')} deleted"
+        f"{counted(len(report.compacted), 'attempt')} compacted{ids}, "
+        f"{counted(report.rows_deleted, 'line hash row')} deleted"
     ]
     # Each attempt compacted now had its rows deleted too: only what an earlier compaction
     # (cut short) left is news.
@@ -125,16 +120,16 @@ def prune(args: argparse.Namespace) -> int:
 def prune_text(report: PruneReport) -> str:
     if report.dry_run:
         lines = [
-            f"dry run: {_count(len(report.pruned), 'run')} would be pruned (nothing changed)",
+            f"dry run: {counted(len(report.pruned), 'run')} would be pruned (nothing changed)",
             *(f"  book {plain(run['book_id'])} run {run['run_id']}" for run in report.pruned),
         ]
     else:
         lines = [
-            f"{_count(len(report.pruned), 'run')} pruned, {len(report.skipped)} skipped, "
-            f"{_count(report.cleaned, 'pruned attempt')} cleaned up",
+            f"{counted(len(report.pruned), 'run')} pruned, {len(report.skipped)} skipped, "
+            f"{counted(report.cleaned, 'pruned attempt')} cleaned up",
             *(
                 f"  book {plain(run['book_id'])} run {run['run_id']}: {run['state']}, "
-                f"{_count(len(run['streams']), 'stream')}"
+                f"{counted(len(run['streams']), 'stream')}"
                 for run in report.pruned
             ),
         ]
@@ -169,9 +164,9 @@ def scrub_text(report: ScrubReport) -> str:
     if report.outcome in ("busy", "unread"):
         return f"book {book}: not scrubbed ({report.outcome}): {plain(report.reason or '')}"
     lines = [
-        f"book {book}: {report.outcome}: {_count(report.streams, 'stream')}, "
-        f"{_count(report.bytes_read, 'byte')} read, {_count(report.lines_compared, 'line')} "
-        f"compared, {_count(report.ranges_compared, 'compacted range')} compared by digest"
+        f"book {book}: {report.outcome}: {counted(report.streams, 'stream')}, "
+        f"{counted(report.bytes_read, 'byte')} read, {counted(report.lines_compared, 'line')} "
+        f"compared, {counted(report.ranges_compared, 'compacted range')} compared by digest"
         + (f", {report.unverified} unverified" if report.unverified else "")
     ]
     for mismatch in report.mismatches:

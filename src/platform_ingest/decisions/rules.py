@@ -56,6 +56,7 @@ from .runs import RunView, StateEffect
 from .views import (
     FOLLOWED_STATES,
     LIVE_STATES,
+    RELEASABLE_STATES,
     STOPPED_STATES,
     AttemptView,
     Mode,
@@ -115,6 +116,8 @@ class StreamRules:
         self.batch = Batch()
         self.batch_hashes = BatchHashes(self.batch)
         self.problems: list[PassProblem] = []
+        self.book_problem_met = False
+        """This pass met a line of no stream (`_book_problem`), recorded now or before."""
         self.duplicates = 0
         self.lines_read = 0
         self.replays = Replays()
@@ -295,7 +298,26 @@ class StreamRules:
             self._book_problem(
                 LineBeforeHello("a line before any hello", seq=line.seq, offset=offset)
             )
-        # else: a line of a foreign or stopped stream, skipped.
+        else:  # a line of a foreign or stopped stream, skipped
+            self._stopped_line(line, digest, offset, size)
+
+    def _stopped_line(self, line: Line, digest: bytes, offset: int, size: int) -> None:
+        """A stream stopped for a person (quarantined, stalled, refused) whose last applied line
+        is met again: its hint moves just past it, where the lines it holds begin. Lag counts
+        from there (`operate.lag`), not from byte 0 when its hint was taken in another file or
+        forgotten (a conflict found by a pass reading again from byte 0)."""
+        attempt = self.section_attempt
+        if (
+            attempt is None
+            or attempt.state not in RELEASABLE_STATES
+            or line.seq != attempt.last_seq
+            or digest != attempt.last_line_sha256
+        ):
+            return
+        if attempt.hint_offset != offset + size or attempt.hint_file != self.identity:
+            attempt.hint_offset, attempt.hint_line_bytes = offset + size, size
+            attempt.hint_file = self.identity
+            self.batch.touch(attempt)
 
     def _refused(self, problem: LineRefused, offset: int, digest: bytes, size: int) -> None:
         followed = self.section_attempt
@@ -665,8 +687,19 @@ class StreamRules:
         self.batch.touch(attempt)
         self.problems.append(PassProblem(attempt.engine_run_id, problem.kind))
 
+    def read_to_end(self) -> None:
+        """The pass read every complete line to the journal's end. The book's error (a line of no
+        stream) ends when this pass began at or before its place and met no such line: the line
+        was cut away or mended, and a pass that reads clean says so, as `verify` does."""
+        error = self.book.error
+        if error is None or self.book_problem_met or self.start > (error.offset or 0):
+            return
+        self.book.error = None
+        self.batch.book_changed = True
+
     def _book_problem(self, problem: StreamProblem) -> None:
         """A problem that belongs to no stream (a line before any hello): kept on the book."""
+        self.book_problem_met = True
         if self.book.error is not None:
             return
         self.book.error = ProblemRecord.of(problem)

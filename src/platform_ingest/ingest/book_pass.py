@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .._plain import plain
+from .._plain import counted, plain
 from ..decisions.batch import BatchHashes
 from ..decisions.book_state import BookState
 from ..decisions.rules import StreamRules
@@ -489,12 +489,12 @@ class _Pass:
         problems = len(self.found) + len(self.rules.problems)
         if self.news_bytes_max is None and (self.report.lines_applied or problems):
             logger.info(
-                "pass over %s: %d lines read, %d applied, %d duplicates, %d problems",
+                "pass over %s: %s read, %d applied, %s, %s",
                 self.ref,
-                self.rules.lines_read,
+                counted(self.rules.lines_read, "line"),
                 self.report.lines_applied,
-                self.rules.duplicates,
-                problems,
+                counted(self.rules.duplicates, "duplicate"),
+                counted(problems, "problem"),
             )
 
     def _awaits_lines(self, *, directory_gone: bool) -> bool:
@@ -587,6 +587,8 @@ class _Pass:
                 rules.batch.book_changed = True
                 self._flush()
                 batch_bytes = 0
+        else:
+            rules.read_to_end()
         self._move_scan_hint()
 
     def _move_scan_hint(self) -> None:
@@ -616,13 +618,17 @@ class _Pass:
                 else self.state.attempts.get(problem.engine_run_id)
             )
             record = self.book.error if attempt is None else attempt.error
+            known = [] if record is None else [("seq", record.seq), ("byte", record.offset)]
+            where = ", ".join(f"{name} {value}" for name, value in known if value is not None)
             logger.warning(
-                "book %s stream %s: %s at seq %s, byte %s -> %s",
+                "book %s %s: %s at %s -> %s",
                 self.ref,
-                plain(problem.engine_run_id or "(before any hello)"),
+                # A line of no stream: before any hello, or unreadable after a finished stream.
+                "(a line of no stream)"
+                if problem.engine_run_id is None
+                else f"stream {plain(problem.engine_run_id)}",
                 problem.kind,
-                None if record is None else record.seq,
-                None if record is None else record.offset,
+                where or "an unknown place",
                 "recorded on the book" if attempt is None else attempt.state,
             )
         self.problems_logged = len(problems)

@@ -30,6 +30,7 @@ from ..errors import (
     PathOutsideRoots,
 )
 from ..journal.line_rules import IDENTIFIER_BYTES_MAX
+from ..journal.reader import JOURNAL_NAME
 from ..store import statements
 from ..store.db import Database, Row
 
@@ -107,7 +108,31 @@ def resolve_book_dir(book_dir: str | os.PathLike[str], roots: Sequence[Path] = (
     real_roots = [root.resolve() for root in roots]
     if real_roots and not any(_inside(real, root) for root in real_roots):
         raise PathOutsideRoots(str(given), [str(root) for root in roots])
+    held = _book_held(real)
+    if held is not None:
+        raise ConfigError(
+            f"{given} holds book directories ({held.name}, ...) and no journal of its own: it is "
+            "a root, not a book. Give its book directories, or run a worker on it "
+            "(`platform-ingest run ROOT`)"
+        )
     return real
+
+
+def _book_held(directory: Path) -> Path | None:
+    """A book directory directly inside `directory` (one holding a journal) when `directory`
+    holds no journal of its own, else None: such a directory is a root given as a book."""
+    if os.path.lexists(directory / JOURNAL_NAME):
+        return None
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False) and os.path.lexists(
+                    os.path.join(entry.path, JOURNAL_NAME)
+                ):
+                    return Path(entry.path)
+    except OSError:
+        return None  # unreadable: the pass says what is wrong with it
+    return None
 
 
 REGISTER_PAGE_BOOKS = 500

@@ -24,12 +24,13 @@ from ..errors import ConfigError, NotFound
 from ..ingest.books import (
     book_ref,
     register_book,
+    remedied_book,
     require_stream_id,
     scan_back_to_stream,
 )
 from ..store import statements
 from ..store.db import Database
-from .remedies import default_operator, record_action
+from .remedies import Action, default_operator, record_action
 
 logger = logging.getLogger("platform_ingest")
 
@@ -102,12 +103,30 @@ def release_attempt(
     by: str | None = None,
     reason: str = "",
 ) -> AttemptState:
-    """Lift a quarantine, a stall or a refusal after an operator looked; return the attempt's new
-    state. Audited (`operator_actions`) like every remedy.
+    """`release_stream`; the attempt's new state."""
+    return _release(db, book_dir, engine_run_id, by=by, reason=reason)[1]
+
+
+def release_stream(
+    db: Database,
+    book_dir: str,
+    engine_run_id: str,
+    *,
+    by: str | None = None,
+    reason: str = "",
+) -> Action:
+    """Lift a quarantine, a stall or a refusal after an operator looked; what was done, the
+    attempt's new state among it. Audited (`operator_actions`) like every remedy.
 
     The attempt goes on from its cursor: the next pass reads from byte 0 and, if the offending line
     is still there, records it again.
     """
+    return _release(db, book_dir, engine_run_id, by=by, reason=reason)[0]
+
+
+def _release(
+    db: Database, book_dir: str, engine_run_id: str, *, by: str | None, reason: str
+) -> tuple[Action, AttemptState]:
     book = register_book(db, book_dir)
     with db.transaction():
         row = db.fetch_one(statements.ATTEMPT_BY_STREAM_LOCK, (book.book_id, engine_run_id))
@@ -121,14 +140,15 @@ def release_attempt(
             )
         new_state: AttemptState = "active" if row["last_seq"] > 0 else "pending"
         db.execute(statements.ATTEMPT_RELEASE, (new_state, row["attempt_id"], state))
-        record_action(
+        evidence = {"attempt_state": state, "error": problem_json(row)}
+        action_id = record_action(
             db,
             book.book_id,
             engine_run_id,
             "release",
             by=by or default_operator(),
             reason=reason or "released after a look",
-            evidence={"attempt_state": state, "error": problem_json(row)},
+            evidence=evidence,
         )
         db.execute(statements.BOOK_SCAN_RESET, (book.book_id,))
     logger.warning(
@@ -137,4 +157,35 @@ def release_attempt(
         engine_run_id,
         state,
     )
-    return new_state
+    return Action(action_id, book.book_id, engine_run_id, new_state, evidence), new_state
+
+
+def release_book_error(
+    db: Database, book_dir: str, *, by: str | None = None, reason: str = ""
+) -> Action:
+    """End the book's own error (a line of no stream: before any hello, or one that cannot be
+    read after a finished stream), audited like every remedy. Nothing is read again: the next
+    pass starts where the last one ended, past the line; one that reads the line again (from
+    byte 0, after a hint failed) records it again while it is in the journal."""
+    book = remedied_book(db, book_dir)
+    with db.transaction():
+        row = db.fetch_one(statements.BOOK_SELECT_LOCK, (book.book_id,))
+        error = None if row is None else problem_json(row)
+        if row is None or error is None:
+            raise ConfigError(
+                f"book {book.book_id} has no error of its own (a line of no stream) to release;"
+                " a stream's problem is released with ENGINE_RUN_ID"
+            )
+        db.execute(statements.BOOK_ERROR_CLEAR, (book.book_id,))
+        evidence = {"error": error}
+        action_id = record_action(
+            db,
+            book.book_id,
+            None,
+            "release",
+            by=by or default_operator(),
+            reason=reason or "released after a look",
+            evidence=evidence,
+        )
+    logger.warning("book %s: its own error released by an operator", book_ref(book.book_id))
+    return Action(action_id, book.book_id, None, None, evidence)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._defaults import RUNS_PER_CALL_MAX
+from .._plain import counted
 from ..decisions.runs import RunView
 from ..decisions.spent import spent_of_book
 from ..decisions.states import ENDED_RUN_STATES
@@ -160,11 +161,11 @@ def _prune_run(
         db.execute(statements.RUN_DELETE, (run_id,))
         db.execute(statements.BOOK_EPOCH_BUMP, (book_id,))
     logger.warning(
-        "book %s: run %d pruned (%s, %d streams) by %s",
+        "book %s: run %d pruned (%s, %s) by %s",
         book_ref(book_id),
         run_id,
         run.state,
-        len(streams),
+        counted(len(streams), "stream"),
         by,
     )
     return {"book_id": book_id, "run_id": run_id, "state": run.state, "streams": streams}

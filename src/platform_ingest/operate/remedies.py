@@ -75,17 +75,21 @@ ActionState = AttemptState | Literal["foreign"]
 
 @dataclass(frozen=True)
 class Action:
-    """What a remedy did: the audit row's id, and the attempt's state after it."""
+    """What a remedy did: the audit row's id (None: nothing was done nor recorded, a look at a
+    line to skip), and the attempt's state after it (None, with no stream: a remedy of the
+    book's own error)."""
 
-    action_id: int
+    action_id: int | None
     book_id: str
-    engine_run_id: str
-    state: ActionState
+    engine_run_id: str | None
+    state: ActionState | None
     detail: dict[str, Any]
 
     def as_json(self) -> dict[str, Any]:
+        # A look records nothing: no id to show, and it says so.
+        done = {"recorded": False} if self.action_id is None else {"action_id": self.action_id}
         return {
-            "action_id": self.action_id,
+            **done,
             "book_id": self.book_id,
             "engine_run_id": self.engine_run_id,
             "state": self.state,
@@ -242,8 +246,8 @@ def skip_line(
 ) -> Action:
     """Pass one quarantined line with no effect: the one at `seq` whose bytes hash to `sha256`.
 
-    Without `sha256` nothing changes: the returned action (id 0) shows the line's hash, to be
-    checked and given back.
+    Without `sha256` nothing changes and nothing is recorded: the returned action (no id) shows
+    the line's hash, to be checked and given back.
     """
     by = by or default_operator()
     _require_reason(reason, by)
@@ -302,7 +306,7 @@ def skip_line(
             "error": problem_json(attempt),
         }
         if sha256 is None:
-            return Action(0, book.book_id, engine_run_id, attempt["state"], evidence)
+            return Action(None, book.book_id, engine_run_id, attempt["state"], evidence)
         if sha256.strip().lower() != digest.hex():
             raise ConfigError(
                 f"the line at byte {error.offset} has sha256 {digest.hex()}, not the one given"

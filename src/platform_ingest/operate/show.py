@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .._plain import plain
+from .._plain import counted, plain, usd
 from ..decisions.runs import progress_from_jsonb
 from ..decisions.spent import spent_of_book
 from ..decisions.views import problem_json
@@ -289,8 +289,10 @@ def _age(applied_at: str) -> str:
     return f"{max(0.0, seconds):.0f} s ago ({applied_at})"
 
 
-def render_text(state: dict[str, Any]) -> str:
-    """A short human reading of `show_state` (the JSON is the interface for scripts)."""
+def render_text(state: dict[str, Any], *, filtered: bool = False) -> str:
+    """A short human reading of `show_state` (the JSON is the interface for scripts). Money is
+    in dollars (`usd`); `filtered`: the books were narrowed (`select_books`), so none shown is
+    "no book matches", not "no books registered"."""
     lines: list[str] = []
     for book in state["books"]:
         lines.append(f"book {plain(book['book_id'])}  {plain(book['path'])}")
@@ -305,7 +307,8 @@ def render_text(state: dict[str, Any]) -> str:
                 else f", held by stream {plain(held['engine_run_id'])} ({_HELD[held['kind']]})"
             )
             lines.append(
-                f"  lag: {lag['lines']} lines, {lag['bytes']} bytes past the cursor{why}; {age}"
+                f"  lag: {counted(lag['lines'], 'line')}, {counted(lag['bytes'], 'byte')} past"
+                f" the cursor{why}; {age}"
             )
         for waiting in book.get("waiting_to_be_named", ()):
             lines.append(
@@ -315,10 +318,7 @@ def render_text(state: dict[str, Any]) -> str:
             )
         if book["error"] is not None:
             error = book["error"]
-            lines.append(
-                f"  ! {error['kind']} at byte {error['offset']} (seq {error['seq']}): "
-                f"{plain(error['detail'])}"
-            )
+            lines.append(f"  ! {_where(error)}: {plain(error['detail'])}")
         for problem in book.get("problems", ()):
             lines.append(
                 f"  ! {problem['kind']} since {problem['since']}: {plain(problem['detail'])}"
@@ -332,10 +332,11 @@ def render_text(state: dict[str, Any]) -> str:
             why = plain(run["outcome"] or run["reason"] or run["refusal"] or "")
             if why == run["state"]:
                 why = ""  # `completed` with outcome `completed`: said once
+            ledger = run["committed_micro_usd"]
             lines.append(
                 f"  run {run['run_id']}: {run['state']} {why}".rstrip()
-                + f"  units {len(run['units'])}  spent {run['spent_micro_usd']} micro-USD"
-                + f" (ledger {run['committed_micro_usd']})"
+                + f"  units {len(run['units'])}  spent {usd(run['spent_micro_usd'])}"
+                + ("" if ledger is None else f" (ledger {usd(ledger)})")
             )
             for attempt in run["attempts"]:
                 line = (
@@ -349,11 +350,19 @@ def render_text(state: dict[str, Any]) -> str:
                         f" (seq {error['seq']}): {plain(error['detail'])}"
                     )
                 elif error is not None:
-                    line += (
-                        f"  ! {error['kind']} at byte {error['offset']} (seq {error['seq']}):"
-                        f" {plain(error['detail'])}"
-                    )
+                    line += f"  ! {_where(error)}: {plain(error['detail'])}"
                 lines.append(line)
     if not lines:
-        lines.append("no books registered")
+        lines.append("no book matches" if filtered else "no books registered")
     return "\n".join(lines)
+
+
+def _where(error: dict[str, Any]) -> str:
+    """A problem's kind and where it is: its byte offset and seq, each only when known (a line
+    whose seq cannot be read has none)."""
+    where = str(error["kind"])
+    if error["offset"] is not None:
+        where += f" at byte {error['offset']}"
+    if error["seq"] is not None:
+        where += f" (seq {error['seq']})"
+    return where

@@ -23,7 +23,10 @@ pass applied the line, and `apply` raises it as `CursorMoved`.)
 
 from __future__ import annotations
 
+import getpass
 import logging
+import os
+import re
 import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,11 +35,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
+import psycopg.conninfo
 import psycopg.errors
 from psycopg.rows import BaseRowFactory, dict_row, tuple_row
 
 from .._backoff import Backoff
 from ..errors import (
+    DatabaseAuthenticationFailed,
     DatabaseError,
     DatabaseRefusesWrites,
     DatabaseTimeout,
@@ -157,6 +162,48 @@ def unavailable_reason(error: DatabaseError) -> str:
     return _REASONS.get(state) or _REASONS_OF_CLASSES.get(state[:2], "error")
 
 
+_AUTHENTICATION_REFUSALS = (
+    (re.compile(r'password authentication failed for user "(?P<role>[^"]*)"'), "28P01"),
+    (re.compile(r"fe_sendauth: no password supplied"), "28P01"),
+    (re.compile(r'role "(?P<role>[^"]*)" does not exist'), "28000"),
+    (
+        re.compile(r'pg_hba\.conf (?:entry for|rejects connection for) .*user "(?P<role>[^"]*)"'),
+        "28000",
+    ),
+    (re.compile(r'authentication failed for user "(?P<role>[^"]*)"'), "28000"),
+)
+"""How libpq words a login the server refused. The SQLSTATE of a refusal during the start-up of
+a connection does not reach psycopg's error (it is None, as for a lost connection); its message
+does, and these are the server's words for 28P01 (invalid_password) and 28000
+(invalid_authorization_specification)."""
+
+
+def _authentication_refusal(error: psycopg.Error, dsn: str) -> DatabaseAuthenticationFailed | None:
+    """The refused login a connection error tells of, naming the role, or None."""
+    message = str(error)
+    for pattern, state in _AUTHENTICATION_REFUSALS:
+        found = pattern.search(message)
+        if found is None:
+            continue
+        role = found.groupdict().get("role") or _dsn_user(dsn)
+        return DatabaseAuthenticationFailed(
+            f'Postgres refused to authenticate role "{role}" (SQLSTATE {state}): '
+            f"{_first_line(error)}",
+            sqlstate=state,
+            role=role,
+        )
+    return None
+
+
+def _dsn_user(dsn: str) -> str:
+    """The role a DSN logs in as (libpq's default, the system user, when it names none)."""
+    try:
+        user = psycopg.conninfo.conninfo_to_dict(dsn).get("user")
+    except psycopg.ProgrammingError:
+        user = None
+    return str(user or os.environ.get("PGUSER") or getpass.getuser())
+
+
 _MESSAGES: dict[type[DatabaseError], str] = {
     DatabaseTimeout: "Postgres wait passed its bound or broke a deadlock",
     DatabaseRefusesWrites: "Postgres takes no writes",
@@ -167,12 +214,17 @@ _MESSAGES: dict[type[DatabaseError], str] = {
 
 
 @contextmanager
-def _translated() -> Iterator[None]:
+def _translated(connecting_to: str | None = None) -> Iterator[None]:
     """Translate psycopg's errors into this package's (`classify`), keeping the driver error as
-    the cause and its SQLSTATE on the new error."""
+    the cause and its SQLSTATE on the new error. While connecting (`connecting_to`, the DSN), a
+    login the server refused is `DatabaseAuthenticationFailed`, naming the role."""
     try:
         yield
     except psycopg.Error as error:
+        if connecting_to is not None and error.sqlstate is None:
+            refused = _authentication_refusal(error, connecting_to)
+            if refused is not None:
+                raise refused from error
         kind = classify(error)
         state = error.sqlstate or "client"
         message = f"{_MESSAGES[kind]} (SQLSTATE {state}): {_first_line(error)}"
@@ -227,7 +279,7 @@ class Database:
             f" -c tcp_keepalives_count={settings.tcp_keepalive_count}"
             f" -c tcp_user_timeout={settings.tcp_user_timeout_ms}"
         )
-        with _translated():
+        with _translated(self.dsn):
             return psycopg.connect(
                 self.dsn,
                 autocommit=True,

@@ -19,7 +19,7 @@ from .statement import Statement
 from .statement import ddl as _ddl
 from .statement import query as _q
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this code writes; a database at a higher version is refused."""
 
 SCHEMA_TABLE_EXISTS = _q("schema_table_exists", "SELECT to_regclass('ingest_schema_version')")
@@ -329,6 +329,23 @@ MIGRATIONS: dict[int, tuple[Statement, ...]] = {
                  since timestamptz NOT NULL DEFAULT now(),
                  seen_at timestamptz NOT NULL DEFAULT now(),
                  PRIMARY KEY (book_id, engine_run_id))""",
+        ),
+    ),
+    5: (
+        # A book an operator forgot (`forget`: a directory registered by mistake, nothing of it
+        # ever applied or named): its rows are gone, and this record keeps who, why, when, and
+        # what was deleted with it (its earlier audit included). No reference to `books`: the
+        # record outlives the book's row.
+        _ddl(
+            "v5_forgotten_books",
+            """CREATE TABLE forgotten_books (
+                 action_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                 book_id text NOT NULL,
+                 path text NOT NULL,
+                 by_whom text NOT NULL,
+                 reason text NOT NULL,
+                 at timestamptz NOT NULL DEFAULT now(),
+                 evidence jsonb NOT NULL DEFAULT '{}')""",
         ),
     ),
 }

@@ -430,6 +430,41 @@ LINE_SKIPS_OF_ATTEMPTS = _q(
     "line_skips_of_attempts",
     "SELECT attempt_id, seq, sha256 FROM line_skips WHERE attempt_id = ANY(%s)",
 )
+BOOK_ERROR_CLEAR = _q(
+    "book_error_clear",
+    """UPDATE books SET error_kind = NULL, error_seq = NULL, error_offset = NULL,
+         error_detail = NULL, scan_epoch = scan_epoch + 1
+       WHERE book_id = %s AND error_kind IS NOT NULL""",
+)
+BOOK_SELECT_LOCK = _q(
+    "book_select_lock", f"SELECT {_BOOK_COLUMNS} FROM books WHERE book_id = %s FOR UPDATE"
+)
+BOOK_HOLDINGS = _q(
+    "book_holdings",
+    """SELECT (SELECT count(*) FROM runs WHERE book_id = %s) AS runs,
+              (SELECT count(*) FROM attempts WHERE book_id = %s) AS attempts,
+              (SELECT count(*) FROM pruned_streams WHERE book_id = %s) AS pruned_streams""",
+)
+"""What a book holds that `forget` must never delete: runs, attempts, pruned streams."""
+BOOK_FORGET_ACTIONS = _q(
+    "book_forget_actions",
+    """DELETE FROM operator_actions WHERE book_id = %s
+       RETURNING action_id, engine_run_id, action, by_whom, reason, at, evidence""",
+)
+BOOK_FORGET_PROBLEMS = _q(
+    "book_forget_problems",
+    "DELETE FROM book_problems WHERE book_id = %s RETURNING kind, detail",
+)
+BOOK_FORGET_STARTS = _q("book_forget_starts", "DELETE FROM stream_starts WHERE book_id = %s")
+BOOK_FORGET_FAILURES = _q(
+    "book_forget_failures", "DELETE FROM projection_failures WHERE book_id = %s"
+)
+BOOK_FORGET = _q("book_forget", "DELETE FROM books WHERE book_id = %s")
+FORGOTTEN_INSERT = _q(
+    "forgotten_insert",
+    """INSERT INTO forgotten_books (book_id, path, by_whom, reason, evidence)
+       VALUES (%s, %s, %s, %s, %s) RETURNING action_id, at""",
+)
 BOOK_EPOCH_BUMP = _q(
     "book_epoch_bump",
     "UPDATE books SET scan_epoch = scan_epoch + 1 WHERE book_id = %s",

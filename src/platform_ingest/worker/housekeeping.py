@@ -14,6 +14,7 @@ import logging
 import threading
 
 from .._logs import FieldsLogger
+from .._plain import counted
 from ..errors import IngestError
 from ..operate.compact import compact_quiet
 from ..store.db import Database, DatabaseSettings
@@ -80,7 +81,7 @@ class Housekeeping:
         if report.compacted:
             self.metrics.attempts_compacted.inc(len(report.compacted))
             self.log.info(
-                "housekeeping: %d attempts compacted, %d line hashes deleted",
-                len(report.compacted),
-                report.rows_deleted,
+                "housekeeping: %s compacted, %s deleted",
+                counted(len(report.compacted), "attempt"),
+                counted(report.rows_deleted, "line hash", "line hashes"),
             )

@@ -65,6 +65,7 @@ from typing import Literal
 
 from .._defaults import SCRUB_BYTES_PER_S_DEFAULT
 from .._logs import FieldsLogger
+from .._plain import counted
 from ..errors import (
     ConfigError,
     CursorMoved,
@@ -84,6 +85,7 @@ from ..operate.compact import QUIET_FOR_S_DEFAULT
 from ..operate.scrub import BackgroundScrub
 from ..projections import Projection, check_projections
 from ..store.db import Database, DatabaseSettings, unavailable_reason
+from ..store.schema import require_current
 from .control import ControlListener
 from .health import Health, serve
 from .housekeeping import Housekeeping
@@ -286,9 +288,9 @@ class Worker:
             on_state=lambda up: self._events.put(_Event("watcher_up" if up else "watcher_down")),
         )
         self.log.info(
-            "worker %s starts on %d roots (%s mode)",
+            "worker %s starts on %s (%s mode)",
             self.worker_id,
-            len(self.roots),
+            counted(len(self.roots), "root"),
             self.settings.mode,
         )
         watcher.start()
@@ -328,11 +330,13 @@ class Worker:
             if self.away.away and (time.monotonic() < self.away.retry_at or not self._reconnect()):
                 continue
             try:
+                # In the loop, not before it: a Postgres away at start is waited for.
+                if not self.health.schema_checked:
+                    require_current(self.db)
                 if not self._installed:
-                    # In the loop, not before it: a Postgres away at start is waited for.
                     install(self.db, self.projections)
                     self._installed = True
-                self.health.schema_checked = True  # checked by the command before the loop
+                self.health.schema_checked = True
                 self.schema.check(self.db)  # a query only when a look is due
                 if not survey.announced:
                     survey.rescan()  # every book registered, none worked yet

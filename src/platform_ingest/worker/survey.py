@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import get_args
 
 from .._logs import FieldsLogger
-from .._plain import plain
+from .._plain import counted, plain
 from ..decisions.views import ATTEMPT_STATES
 from ..errors import BookProblemKind, StreamProblemKind
 from ..ingest.books import book_ref, path_ref, register_books
@@ -316,11 +316,11 @@ class Survey:
         if changed:
             owned = len(self.owned())
             self.log.info(
-                "worker %s works %d of %d books, with %d workers on these roots",
+                "worker %s works %d of %s, with %s on these roots",
                 self.worker_id,
                 owned,
-                len(self.books),
-                len(members),
+                counted(len(self.books), "book"),
+                counted(len(members), "worker"),
                 fields={"books_owned": owned, "workers": len(members)},
             )
 
@@ -445,18 +445,18 @@ class Survey:
             if behind and projection not in self._behind_told:
                 self._behind_told.add(projection)
                 self.log.warning(
-                    "projection %s is %d lines behind the books' cursors (a pass applies only new"
+                    "projection %s is %s behind the books' cursors (a pass applies only new"
                     " lines): run `platform-ingest rebuild --projection %s`",
                     projection,
-                    behind,
+                    counted(behind, "line"),
                     projection,
                 )
         metrics.last_survey.set(time.time())
         self.log.debug(
-            "survey of %d books: %d behind, %d lines past the cursors, %.3f s",
-            tally.books,
+            "survey of %s: %d behind, %s past the cursors, %.3f s",
+            counted(tally.books, "book"),
             tally.behind,
-            tally.lag_lines,
+            counted(tally.lag_lines, "line"),
             time.monotonic() - tally.started,
         )
 

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, cast
 
 from watchdog.utils import UnsupportedLibcError
 
+from .._plain import counted
 from ..journal.reader import JOURNAL_NAME
 
 if TYPE_CHECKING:
@@ -160,9 +161,9 @@ class Watcher:
             )
             self._down_since = None
         logger.info(
-            "watching %d roots and %d book directories for changes",
-            len(self.roots),
-            session.books_watched(),
+            "watching %s and %s for changes",
+            counted(len(self.roots), "root"),
+            counted(session.books_watched(), "book directory", "book directories"),
         )
         # Whatever appeared while nothing was watched (or before the watches were in place).
         for root in self.roots:
