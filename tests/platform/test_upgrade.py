@@ -83,6 +83,20 @@ def database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
 
 
+@pytest.fixture
+def bare_database(pg_admin_dsn: str) -> Iterator[str]:
+    """An empty database of this test's own, for a release of its own to migrate."""
+    name = f"ingest_upgrade_bare_{os.getpid()}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')  # type: ignore[arg-type]
+        admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    try:
+        yield dsn_for(pg_admin_dsn, name)
+    finally:
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+
+
 def _engine(book: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
@@ -370,18 +384,28 @@ def previous_release(tmp_path: Path) -> Path:
 
 
 def test_a_worker_of_a_release_before_the_look_goes_on_until_stopped_and_loses_nothing(
-    database: str, previous_release: Path, tmp_path: Path
+    bare_database: str, previous_release: Path, tmp_path: Path
 ) -> None:
     """The kept release's worker has no look at the schema: under the newer schema it goes on
-    applying (harmless: the step only adds) until it is stopped, as workers.md says to; the newer
-    worker then goes on from the cursors. Nothing doubled, nothing lost."""
-    dsn = database
+    applying (harmless: the steps only add) until it is stopped, as workers.md says to; the newer
+    worker then goes on from the cursors. Nothing doubled, nothing lost. The database is at the
+    kept release's schema, migrated by that release, as on a fleet that has not upgraded yet."""
+    dsn = bare_database
     root = tmp_path / "books"
     root.mkdir()
     for book in BOOKS:
         (root / book).mkdir()
     environment = _environment()
     environment["PYTHONPATH"] = os.pathsep.join([str(previous_release), environment["PYTHONPATH"]])
+    old_cli = [
+        sys.executable,
+        "-c",
+        "import sys, platform_ingest._cli as cli; sys.exit(cli.main())",
+    ]
+    migrated_by_old = subprocess.run(
+        [*old_cli, "--dsn", dsn, "migrate"], capture_output=True, check=False, env=environment
+    )
+    assert migrated_by_old.returncode == 0, migrated_by_old.stderr
     options = ("--projection", LEDGER, "--membership-s", "0.3")
     old_log, new_log = tmp_path / "old.log", tmp_path / "new.log"
     processes: list[subprocess.Popen[bytes]] = []
@@ -389,9 +413,7 @@ def test_a_worker_of_a_release_before_the_look_goes_on_until_stopped_and_loses_n
         with open(old_log, "wb") as stderr:
             old = subprocess.Popen(
                 [
-                    sys.executable,
-                    "-c",
-                    "import sys, platform_ingest._cli as cli; sys.exit(cli.main())",
+                    *old_cli,
                     "--dsn",
                     dsn,
                     "run",
