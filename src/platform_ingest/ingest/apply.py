@@ -196,28 +196,36 @@ def commit_sealed(
                 raise CursorMoved(f"attempt {attempt.attempt_id} moved under the pass")
         if db.execute(statements.BOOK_SCAN_ADVANCE, sealed.book_params) != 1:
             raise CursorMoved("the book was named or released during the pass")
-        if sealed.starts_reset:
-            db.execute(statements.STREAM_STARTS_FORGET, (book_id,))
-        if sealed.starts:
-            write_starts(db, book_id, sealed.starts)
-        if projections and sealed.advances:
-            project(
-                db,
-                book_id,
-                projections,
-                sealed.advances,
-                applied_attempts=sealed.applied_attempts,
-                applied_lines=sealed.applied_lines,
-            )
-            # A failure stands until the stream's cursor moves past it: a batch that only moved
-            # the stream's hint (past repeated lines) leaves it, with its count of failures.
-            moved = [
-                attempt.engine_run_id for attempt, values, seq in sealed.advances if values[1] > seq
-            ]
-            if moved:
-                db.execute(statements.PROJECTION_FAILURES_CLEAR, (book_id, moved))
+        write_after_cursors(db, book_id, sealed, projections)
         if sealed.advances:
             db.execute(statements.CHANGES_NOTIFY, (notifications(sealed),))
+
+
+def write_after_cursors(
+    db: Database, book_id: str, sealed: SealedBatch, projections: Sequence[Projection]
+) -> None:
+    """Steps 5 and 6 of one book's batch once its cursors moved: the foreign streams' starts,
+    and the projections given the batch's events (a group writes each book's so)."""
+    if sealed.starts_reset:
+        db.execute(statements.STREAM_STARTS_FORGET, (book_id,))
+    if sealed.starts:
+        write_starts(db, book_id, sealed.starts)
+    if projections and sealed.advances:
+        project(
+            db,
+            book_id,
+            projections,
+            sealed.advances,
+            applied_attempts=sealed.applied_attempts,
+            applied_lines=sealed.applied_lines,
+        )
+        # A failure stands until the stream's cursor moves past it: a batch that only moved the
+        # stream's hint (past repeated lines) leaves it, with its count of failures.
+        moved = [
+            attempt.engine_run_id for attempt, values, seq in sealed.advances if values[1] > seq
+        ]
+        if moved:
+            db.execute(statements.PROJECTION_FAILURES_CLEAR, (book_id, moved))
 
 
 def notifications(sealed: SealedBatch) -> list[str]:

@@ -25,8 +25,13 @@ from ..errors import CursorMoved
 from ..projections import Projection
 from ..store import statements
 from ..store.db import Database
-from .apply import SealedBatch, copy_line_hashes, notifications, write_starts, write_units
-from .projection_step import project
+from .apply import (
+    SealedBatch,
+    copy_line_hashes,
+    notifications,
+    write_after_cursors,
+    write_units,
+)
 
 
 @dataclass(eq=False)
@@ -143,25 +148,7 @@ def _write(db: Database, parts: Sequence[Part], projections: Sequence[Projection
     if db.execute(statements.BOOKS_SCAN_ADVANCE, columns(scans)) != len(scans):
         raise CursorMoved("a book of the group was named or released during its pass")
     for part in parts:
-        sealed = part.sealed
-        if sealed.starts_reset:
-            db.execute(statements.STREAM_STARTS_FORGET, (part.book_id,))
-        if sealed.starts:
-            write_starts(db, part.book_id, sealed.starts)
-        if projections and sealed.advances:
-            project(
-                db,
-                part.book_id,
-                projections,
-                sealed.advances,
-                applied_attempts=sealed.applied_attempts,
-                applied_lines=sealed.applied_lines,
-            )
-            moved = [
-                attempt.engine_run_id for attempt, values, seq in sealed.advances if values[1] > seq
-            ]
-            if moved:
-                db.execute(statements.PROJECTION_FAILURES_CLEAR, (part.book_id, moved))
+        write_after_cursors(db, part.book_id, part.sealed, projections)
     payloads = [payload for part in parts for payload in notifications(part.sealed)]
     if payloads:
         db.execute(statements.CHANGES_NOTIFY, (payloads,))
