@@ -248,6 +248,13 @@ def test_the_quarantine_how_tos_repair_step_works_on_a_platform_host(
     book = tmp_path / "books" / "book-1"
     _ok([engine_bin / "engine-events", "demo", book, "--units", "1", "--pace-ms", "0"], tmp_path)
     environment = {**_environment(), "PLATFORM_INGEST_DSN": fresh_dsn}
+    # A platform host: no `engine-events` on its PATH (the development venv, first on the test
+    # runner's PATH, has one).
+    environment["PATH"] = os.pathsep.join(
+        directory
+        for directory in environment.get("PATH", "").split(os.pathsep)
+        if directory and not (Path(directory) / "engine-events").exists()
+    )
     ingest = str(platform_bin / "platform-ingest")
     swept = subprocess.run(
         [ingest, "sweep", "--auto", str(book)],
