@@ -405,7 +405,10 @@ class Scene:
             _epoch(entry["time"])
             for entry in log_entries(self.logs[WORKER_A])
             if entry["level"] == "WARNING"
-            and "DatabaseUnavailable" in entry["message"]
+            and (
+                "DatabaseUnavailable" in entry["message"]
+                or entry["message"].startswith("Postgres is away (")
+            )
             and not entry["message"].startswith("the control listener")
             and _epoch(entry["time"]) > after
         ]

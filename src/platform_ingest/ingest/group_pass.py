@@ -103,8 +103,13 @@ class GroupPass:
     def _try(self, book_ids: list[str], report: GroupReport) -> None:
         try:
             self._transaction(book_ids, report)
-        except DatabaseUnavailable:
-            raise  # the worker waits for Postgres; every book goes on from its cursor
+        except DatabaseUnavailable as error:
+            # Said as a book's own pass says it; the worker waits for Postgres, and every book
+            # goes on from its cursor.
+            logger.warning(
+                "pass over %d books in one transaction: %s", len(book_ids), type(error).__name__
+            )
+            raise
         except DatabaseTimeout as error:
             logger.warning(
                 "a group of %d books: a bounded wait ran out (SQLSTATE %s); each book is passed"
