@@ -64,6 +64,21 @@ def next_release(*argv: str) -> list[str]:
     return [sys.executable, "-m", "next_release", *argv]
 
 
+def _next_release_worker(
+    dsn: str, root: Path, options: tuple[str, ...], log: Path
+) -> subprocess.Popen[bytes]:
+    """The next release's worker `w-new` over `root`, logging to `log`."""
+    with open(log, "wb") as stderr:
+        return subprocess.Popen(
+            next_release(
+                "--dsn", dsn, "run", str(root), "--auto", *options, "--worker-id", "w-new"
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=_environment(),
+        )
+
+
 def _rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn, autocommit=True) as connection:
         return connection.execute(query).fetchall()  # type: ignore[arg-type]
@@ -260,15 +275,7 @@ def test_a_newer_migrate_stops_the_running_worker_and_the_newer_worker_goes_on(
             assert too_new.returncode == 1
             assert b"is newer than this platform_ingest" in too_new.stderr
 
-            with open(new_log, "wb") as stderr:
-                new = subprocess.Popen(
-                    next_release(
-                        "--dsn", dsn, "run", str(root), "--auto", *options, "--worker-id", "w-new"
-                    ),
-                    stdout=subprocess.DEVNULL,
-                    stderr=stderr,
-                    env=_environment(),
-                )
+            new = _next_release_worker(dsn, root, options, new_log)
             processes.append(new)
             assert [engine.wait(timeout=180) for engine in engines] == [0] * len(engines)
 
@@ -445,15 +452,7 @@ def test_a_worker_of_a_release_before_the_look_goes_on_until_stopped_and_loses_n
         )
         assert any(engine.poll() is None for engine in engines), "engines ended too soon"
         assert stop_worker(old) == 0, old_log.read_text()
-        with open(new_log, "wb") as stderr:
-            new = subprocess.Popen(
-                next_release(
-                    "--dsn", dsn, "run", str(root), "--auto", *options, "--worker-id", "w-new"
-                ),
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                env=_environment(),
-            )
+        new = _next_release_worker(dsn, root, options, new_log)
         processes.append(new)
         assert [engine.wait(timeout=180) for engine in engines] == [0] * len(engines)
         _wait_for_every_run(dsn)
