@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from engine_events._events import (
@@ -304,24 +304,79 @@ def test_format_time_refuses_naive_datetimes(moment: dt.datetime) -> None:
         format_time(moment)
 
 
-@given(st.text(max_size=30))
+def _edited(text: str, index: int, edit: str, character: str) -> str:
+    """`text` with one character at `index` replaced, dropped, or `character` put before it."""
+    index %= len(text) + 1
+    if edit == "replace":
+        return text[:index] + character + text[index + 1 :]
+    if edit == "drop":
+        return text[:index] + text[index + 1 :]
+    return text[:index] + character + text[index:]
+
+
+# Characters a near miss is made of: other digits (Arabic-Indic, fullwidth), the separators of
+# the shapes nearby (space for T, lower-case z, a sign, a comma), and a line break.
+near_characters = st.sampled_from("0159:-+.,TZtz \n\u0663\uff11") | characters
+edits = st.sampled_from(["replace", "drop", "insert"])
+
+
+# A `time` near the line's shape: its shape, each field a little past its range now and then
+# (month 13, day 31 of a 30-day month, hour 24, second 60, year 0), or a real instant one
+# character off it. Most are real instants, which the encoder must accept and its reader read.
+near_times = st.one_of(
+    st.tuples(
+        st.integers(0, 9999),
+        st.integers(1, 13),
+        st.integers(1, 31),
+        st.integers(0, 24),
+        st.integers(0, 59),
+        st.integers(0, 60),
+    ).map(lambda fields: "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.000Z".format(*fields)),
+    times,
+    st.builds(_edited, times, st.integers(0, 24), edits, near_characters),
+)
+
+
+@given(near_times)
 def test_encoder_refuses_a_time_that_readers_refuse(time: str) -> None:
     """The encoder never emits a line its own reader would refuse for a badly shaped `time`."""
     try:
         raw = encode_line(2, Spend(committed_micro_usd=1), time)
     except EventError:
+        event("refused by the encoder")
         return
+    event("accepted by the encoder: read back")
     decode_line(raw)
 
 
-@given(st.text(min_size=1, max_size=10))
+# A `stream_version` near `MAJOR.MINOR`: the shape with leading zeros and long numbers, or it
+# one character off (a sign, a space, a third part, a non-ASCII digit, a line break after it).
+near_versions = st.one_of(
+    st.builds(
+        "{}.{}".format,
+        st.from_regex(r"[0-9]{1,6}", fullmatch=True),
+        st.from_regex(r"[0-9]{1,6}", fullmatch=True),
+    ),
+    st.builds(
+        _edited,
+        st.builds("{}.{}".format, st.integers(0, 99), st.integers(0, 99)),
+        st.integers(0, 6),
+        edits,
+        near_characters,
+    ),
+)
+
+
+@given(near_versions)
 def test_hello_refuses_a_stream_version_that_readers_refuse(version: str) -> None:
     """A hello is built only with a `MAJOR.MINOR` stream_version that readers can parse."""
     try:
-        event = Hello(engine_run_id="r", book_id="b", chunker_version="c", stream_version=version)
+        hello = Hello(engine_run_id="r", book_id="b", chunker_version="c", stream_version=version)
     except EventError:
+        event("refused by the hello")
         return
-    decode_line(encode_line(1, event, T))
+    event("accepted by the hello: read back")
+    decode_line(encode_line(1, hello, T))
 
 
 STRING_FIELDS: list[tuple[str, int, Callable[[str], Event | PhaseCount]]] = [
