@@ -205,7 +205,12 @@ def test_a_worker_started_over_unapplied_lines_applies_them_all(
         wait_for(
             "the passes counted", lambda: sum(passes_by_trigger(worker_metrics(log)).values()) >= 25
         )
-        time.sleep(1.0)
+        # A pass too many would come from a safety pass finding a book behind: two of them
+        # completed since (the passes the first one found due run before the second begins).
+        counted = time.time()
+        wait_for("a safety pass since", lambda: _surveyed(log, counted))
+        surveyed = time.time()
+        wait_for("a second safety pass since", lambda: _surveyed(log, surveyed))
         metrics = worker_metrics(log)
         assert passes_by_trigger(metrics) == {"claim": len(written) + len(new)}
         assert metrics["platform_ingest_lines_applied_total"] == len(written) + 2 * len(new)
