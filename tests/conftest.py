@@ -8,11 +8,16 @@ and against Postgres), `terminal` (a command run with its stderr on a pseudo-ter
 `shell_completion` (what bash offers with a completion script loaded) and the four fixture
 plugins named below (`local_user`: a second, unprivileged local user, and commands run as it). `server_fixtures` also fails the
 session when a Postgres server a test started is still running after it.
+
+`scripts/test` runs the tests in pytest-xdist's worker processes: each worker is a session of its
+own (its own Postgres, its own temporary root), and what a session reports at its end (the slow
+tests left out, a server left running, the seam simulation's figures) its controller reports.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -55,3 +60,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Deselected, not skipped: a slow test is not counted as passing when it did not run.
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
+        # An xdist worker: its controller, which collects none, says how many.
+        workeroutput: dict[str, object] | None = getattr(config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[_SLOW_DESELECTED] = len(deselected)
+
+
+_SLOW_DESELECTED = "slow_tests_deselected"
+_SLOW_DESELECTED_COUNT = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object | None) -> None:
+    """In an xdist controller: how many slow tests the workers left out (each collects them all)."""
+    count = getattr(node, "workeroutput", {}).get(_SLOW_DESELECTED, 0)
+    node.config.stash[_SLOW_DESELECTED_COUNT] = max(
+        count, node.config.stash.get(_SLOW_DESELECTED_COUNT, 0)
+    )
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    count = config.stash.get(_SLOW_DESELECTED_COUNT, 0)
+    if count:
+        terminalreporter.write_line(f"slow tests deselected: {count} (--run-slow runs them)")
