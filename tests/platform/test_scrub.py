@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from platform_ingest import Database
 from platform_ingest.cli.main import main
 from platform_ingest.cli.storage_commands import scrub_text
+from platform_ingest.errors import NotFound
 from platform_ingest.ingest.books import book_lock_key, register_book
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.naming import release_attempt
@@ -330,6 +331,14 @@ def test_the_background_scrub_keeps_its_rate_and_yields(db: Database, make_book:
     assert attempts(db, book)[RUN_A]["error"]["seq"] == 2
 
 
+def _state(db: Database, book: Path) -> str | None:
+    try:
+        found = attempts(db, book).get(RUN_A)
+    except NotFound:  # the worker has not registered the book yet
+        return None
+    return None if found is None else str(found["state"])
+
+
 def test_a_worker_finds_a_line_changed_in_place(
     fresh_dsn: str, db: Database, tmp_path: Path
 ) -> None:
@@ -354,9 +363,7 @@ def test_a_worker_finds_a_line_changed_in_place(
     )
     try:
         wait_for("the worker serves metrics", lambda: serves_metrics(log))
-        wait_for(
-            "the book applied", lambda: attempts(db, book).get(RUN_A, {}).get("state") == "finished"
-        )
+        wait_for("the book applied", lambda: _state(db, book) == "finished")
         wait_for(
             "a whole scrub",
             lambda: (

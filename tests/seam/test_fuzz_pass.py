@@ -341,9 +341,15 @@ def _place(kind: str, journal: Path, content: bytes) -> None:
     elif kind == "fifo":
         os.mkfifo(journal)
     elif kind == "socket":
+        # Bound through the directory's descriptor: a socket's path has at most 107 bytes, and a
+        # test's temporary directory (under a pytest-xdist worker's, say) may be longer.
+        directory = os.open(journal.parent, os.O_PATH)
         listener = socket.socket(socket.AF_UNIX)
-        listener.bind(str(journal))
-        listener.close()
+        try:
+            listener.bind(f"/proc/self/fd/{directory}/{journal.name}")
+        finally:
+            listener.close()
+            os.close(directory)
     elif kind == "directory":
         journal.mkdir()
     elif kind == "symlink_inside":
