@@ -37,7 +37,8 @@ def _get(port: int, path: str) -> tuple[int, bytes]:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
-        return error.code, error.read()
+        with error:  # it holds the response's socket: closed now, not whenever it is collected
+            return error.code, error.read()
 
 
 def _port(log: Path) -> int:
