@@ -199,9 +199,15 @@ def _make_special(kind: str, path: Path) -> None:
         else:
             os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's numbers
     elif kind == "socket":
+        # Bound through the directory's descriptor: a socket's path has at most 107 bytes, and a
+        # test's temporary directory (under a pytest-xdist worker's, say) may be longer.
+        directory = os.open(path.parent, os.O_PATH)
         listener = socket.socket(socket.AF_UNIX)
-        listener.bind(str(path))
-        listener.close()  # the socket file stays
+        try:
+            listener.bind(f"/proc/self/fd/{directory}/{path.name}")
+        finally:
+            listener.close()  # the socket file stays
+            os.close(directory)
     else:
         raise AssertionError(kind)
 
