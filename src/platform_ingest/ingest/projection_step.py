@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 import psycopg
 import psycopg.pq
 
-from ..decisions.views import AttemptView
+from ..decisions.views import AttemptView, CursorAdvance
 from ..errors import (
     DatabaseTimeout,
     DatabaseUnavailable,
@@ -143,14 +142,17 @@ def project(
     db: Database,
     book_id: str,
     projections: Sequence[Projection],
-    advances: Sequence[tuple[AttemptView, tuple[Any, ...], int]],
+    advances: Sequence[CursorAdvance],
     *,
     applied_attempts: Sequence[AttemptView],
     applied_lines: Sequence[Line],
 ) -> None:
     """Step 4 of the module docstring's order, inside the caller's transaction."""
     names = [projection.name for projection in projections]
-    attempts = {attempt.attempt_id: (attempt, values[1], seq) for attempt, values, seq in advances}
+    attempts = {
+        advance.attempt.attempt_id: (advance.attempt, advance.last_seq, advance.expected_seq)
+        for advance in advances
+    }
     ids = sorted(attempt_id for attempt_id in attempts if attempt_id is not None)
     if not ids:
         return

@@ -43,6 +43,7 @@ from ..errors import (
     NotFound,
     ProblemKind,
 )
+from ..ingest.apply import run_params
 from ..ingest.books import book_ref, register_book, remedied_book, require_stream_id
 from ..journal.decode import decode_line
 from ..journal.reader import JOURNAL_NAME, open_journal
@@ -154,7 +155,7 @@ def _move_run(db: Database, run_id: int, effect: StateEffect) -> tuple[RunState,
     run = RunView.from_row(rows[0])
     before = run.state
     run.apply_state(effect)
-    db.execute(statements.RUN_UPDATE, run.update_params())
+    db.execute(statements.RUN_UPDATE, run_params(run))
     return before, run.state
 
 
