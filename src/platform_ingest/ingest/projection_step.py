@@ -25,9 +25,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import psycopg
-import psycopg.pq
-
 from ..decisions.views import AttemptView, CursorAdvance
 from ..errors import (
     DatabaseTimeout,
@@ -41,6 +38,7 @@ from ..journal.line import Line
 from ..projections import Event, Projection, ProjectionSession
 from ..store import statements
 from ..store.db import Database, classify
+from ..store.driver import DriverError
 from ..store.migrations import PLATFORM_TABLES
 
 logger = logging.getLogger("platform_ingest")
@@ -227,7 +225,7 @@ def _check_platform_untouched(
     """The transaction is still open, and Postgres counts no row written to a platform table
     since `before` (only the projection ran since): else `ProjectionStatementRefused`."""
     why = None
-    if db.connection.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
+    if not db.in_transaction:
         why = "the apply transaction was ended"
     else:
         after = _platform_writes(db)
@@ -254,7 +252,7 @@ def _apply_one(
     seq = events[-1].seq
     try:
         projection.apply(session, events)
-    except psycopg.Error as error:
+    except DriverError as error:
         kind = classify(error)
         if kind in (DatabaseUnavailable, DatabaseTimeout):
             # Postgres away or a bounded wait ran out: the worker's trouble, not the projection's.

@@ -30,8 +30,6 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from psycopg.types.json import Jsonb
-
 from ..decisions.runs import RunView, StateEffect
 from ..decisions.states import RunState
 from ..decisions.views import AWAITING_STATES, AttemptState, BookView, ProblemRecord, problem_json
@@ -49,6 +47,7 @@ from ..journal.decode import decode_line
 from ..journal.reader import JOURNAL_NAME, open_journal
 from ..store import statements
 from ..store.db import Database, Row
+from ..store.driver import jsonb
 
 logger = logging.getLogger("platform_ingest")
 
@@ -110,7 +109,7 @@ def record_action(
 ) -> int:
     """Write one audit row (inside the caller's transaction); return its id."""
     row = db.fetch_one(
-        statements.ACTION_INSERT, (book_id, engine_run_id, action, by, reason, Jsonb(evidence))
+        statements.ACTION_INSERT, (book_id, engine_run_id, action, by, reason, jsonb(evidence))
     )
     if row is None:
         raise NotFound("the audit row was not written")

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg.conninfo
 import psycopg.errors
+import psycopg.pq
 from psycopg.rows import BaseRowFactory, dict_row, tuple_row
 
 from .._backoff import Backoff
@@ -305,6 +306,11 @@ class Database:
     def is_open(self) -> bool:
         """True while the current connection is usable (never connects)."""
         return self._connection is not None and not self._connection.closed
+
+    @property
+    def in_transaction(self) -> bool:
+        """True while a transaction is open on the connection and no statement of it failed."""
+        return self.connection.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
 
     @property
     def backend_pid(self) -> int:
