@@ -37,6 +37,7 @@ VIEW_STATEMENTS = (
     statements.ATTEMPT_QUARANTINE,
     statements.STREAM_STARTS_INSERT,
     statements.BOOK_SCAN_BACK,
+    statements.PROJECTION_TRACKING_WRITE,
 )
 
 

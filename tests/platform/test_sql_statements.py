@@ -287,7 +287,11 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...] | dict[str, Any]] = {
     "projection_register": ("ledger", 1),
     "projections_lock": (["ledger", "usage"],),
     "projection_tracking_lock": (["ledger", "usage"], [42, 43]),
-    "projection_tracking_write": (["ledger", "usage"], [42, 42], [10, 10]),
+    "projection_tracking_write": {
+        "projection": ["ledger", "usage"],
+        "attempt_id": [42, 42],
+        "last_seq": [10, 10],
+    },
     "projection_failure_set": ("book-00042", "stream-42", "ledger", 10, "ValueError: no"),
     "projection_failures_clear": ("book-00042", ["stream-42", "stream-43"]),
     "projection_failures_of_books": (["book-00042", "book-00043"],),

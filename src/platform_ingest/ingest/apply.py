@@ -17,8 +17,8 @@ order:
    Postgres can only be there because another pass applied the line: the attempts were locked
    and checked in step 2, so that unique violation is `CursorMoved` too;
 5. each cursor moves by compare-and-set (`UPDATE ... WHERE attempt_id = %(attempt_id)s AND
-   last_seq = %(expected_seq)s`, rowcount must be 1), and the book's scan hint moves (compare-and-set on its epoch, which `name`
-   and `release` bump);
+   last_seq = %(expected_seq)s`, rowcount must be 1), and the book's scan hint moves
+   (compare-and-set on its epoch, which `name` and `release` bump);
 6. the projections installed are given the batch's events (`projection_step.project`), and a change
    notification per attempt moved is queued (`pg_notify('platform_ingest', ...)`: its run id,
    attempt id, state and last seq, no book id and no money). Postgres delivers notifications only

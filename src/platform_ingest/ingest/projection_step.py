@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from ..decisions.views import AttemptView, CursorAdvance
 from ..errors import (
@@ -181,7 +182,8 @@ def project(
             )
         )
     before = _platform_writes(db)
-    moves: tuple[list[str], list[int], list[int]] = ([], [], [])
+    # The tracking rows to write (`PROJECTION_TRACKING_WRITE`), a column a key.
+    moved: dict[str, list[Any]] = {"projection": [], "attempt_id": [], "last_seq": []}
     for projection in projections:
         if versions.get(projection.name) != projection.version:
             continue  # registered at another version: the rebuild's to bring along
@@ -197,11 +199,11 @@ def project(
             if todo:
                 _apply_one(projection, session, todo, attempt_id, attempt.engine_run_id)
                 _check_platform_untouched(db, before, projection, todo[-1])
-            moves[0].append(projection.name)
-            moves[1].append(attempt_id)
-            moves[2].append(new_last_seq)
-    if moves[0]:
-        db.execute(statements.PROJECTION_TRACKING_WRITE, moves)
+            moved["projection"].append(projection.name)
+            moved["attempt_id"].append(attempt_id)
+            moved["last_seq"].append(new_last_seq)
+    if moved["projection"]:
+        db.execute(statements.PROJECTION_TRACKING_WRITE, moved)
 
 
 def apply_verified(

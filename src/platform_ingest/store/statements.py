@@ -550,7 +550,8 @@ PROJECTION_TRACKING_LOCK = _q(
 PROJECTION_TRACKING_WRITE = _q(
     "projection_tracking_write",
     """INSERT INTO projection_tracking (projection, attempt_id, last_seq)
-       SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[])
+       SELECT * FROM unnest(%(projection)s::text[], %(attempt_id)s::bigint[],
+         %(last_seq)s::bigint[])
        ON CONFLICT (projection, attempt_id) DO UPDATE SET last_seq = EXCLUDED.last_seq""",
 )
 PROJECTION_FAILURE_SET = _q(
