@@ -25,7 +25,8 @@ with atheris.instrument_imports():
 
     from platform_ingest.errors import LineRefused, LineTooLong
     from platform_ingest.journal.decode import LINE_BYTES_MAX, decode_line
-    from platform_ingest.journal.reader import Hint, Journal, file_identity
+    from platform_ingest.journal.hint import Hint
+    from platform_ingest.journal.reader import Journal, file_identity
 
 from _seeds import seed_journals, write_corpus
 

@@ -47,10 +47,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-import psycopg
-from psycopg import sql as psycopg_sql
-
 from .errors import ProjectionInvalid, ProjectionStatementRefused
+from .store.driver import Composable, Connection
 from .store.migrations import PLATFORM_TABLES
 
 __all__ = [
@@ -128,21 +126,21 @@ _DDL_START = re.compile(
 )
 """Statements the row counts cannot see: refused when they name a platform table."""
 
-Query = str | bytes | psycopg_sql.Composable
+Query = str | bytes | Composable
 
 
 class ProjectionSession:
     """The apply transaction's connection, as a projection may use it (see the module's
     docstring for what it refuses)."""
 
-    def __init__(self, connection: psycopg.Connection[Any], projection: str) -> None:
+    def __init__(self, connection: Connection[Any], projection: str) -> None:
         self._connection = connection
         self.projection = projection
         self.statements = 0
         """How many statements the projection ran through this session."""
 
     def _checked(self, query: Query) -> Query:
-        if isinstance(query, psycopg_sql.Composable):
+        if isinstance(query, Composable):
             text = query.as_string(self._connection)
         elif isinstance(query, bytes):
             text = query.decode("utf-8", "replace")

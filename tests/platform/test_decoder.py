@@ -41,11 +41,12 @@ from platform_ingest.journal import decode as _decode
 from platform_ingest.journal import memo as _memo
 from platform_ingest.journal import reader as _journal
 from platform_ingest.journal.decode import MEMO
+from platform_ingest.journal.hint import Hint
 from platform_ingest.journal.line import Line
 from platform_ingest.journal.line_rules import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX
 from platform_ingest.journal.memo import DecoderMemo
 from platform_ingest.journal.precise import decode_precisely
-from platform_ingest.journal.reader import Hint, Journal, complete_lines, file_identity
+from platform_ingest.journal.reader import Journal, complete_lines, file_identity
 from platform_journals import hello, line, progress, spend, unit_done
 
 T = "2026-11-30T02:08:57.213Z"

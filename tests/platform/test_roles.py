@@ -249,14 +249,14 @@ MIGRATE_ONLY = frozenset(
 """The statements only `migrate` runs once it found work to do: the owner role's."""
 
 
-def _explain_params() -> dict[str, tuple[object, ...]]:
+def _explain_params() -> dict[str, tuple[object, ...] | dict[str, object]]:
     """The parameters test_sql_statements.py plans each listed query with."""
     path = Path(__file__).with_name("test_sql_statements.py")
     spec = importlib.util.spec_from_file_location("listed_statements_plans", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    params: dict[str, tuple[object, ...]] = module.EXPLAIN_PARAMS
+    params: dict[str, tuple[object, ...] | dict[str, object]] = module.EXPLAIN_PARAMS
     return params
 
 

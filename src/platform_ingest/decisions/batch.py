@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..journal.hint import Hint
 from ..journal.line import Line
-from ..journal.reader import Hint
 from .runs import RunChanges, RunView
 from .views import AttemptView
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CompactedConflict, PayloadConflict, StreamProblem
-from ..journal.reader import Hint
+from ..journal.hint import Hint
 from .views import AttemptView
 
 REPLAY_WINDOW_SEQS = 4096

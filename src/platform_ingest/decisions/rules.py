@@ -46,9 +46,9 @@ from ..errors import (
     WrongKeys,
 )
 from ..journal.decode import decode_line, decode_stream_line
+from ..journal.hint import Hint
 from ..journal.line import Line
 from ..journal.line_rules import reads_major
-from ..journal.reader import Hint
 from .batch import Batch, BatchHashes
 from .book_state import BookState, History, stream_position
 from .replay import Replays

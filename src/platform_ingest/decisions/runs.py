@@ -120,22 +120,6 @@ class RunView:
         clone.progress = dict(self.progress)
         return clone
 
-    def update_params(self) -> tuple[Any, ...]:
-        """Parameters of `statements.RUN_UPDATE`, in order."""
-        return (
-            self.state,
-            self.reason,
-            self.stop,
-            self.refusal,
-            self.outcome,
-            self.exit_code,
-            self.committed_micro_usd,
-            self.shortfall_micro_usd,
-            self.settled_micro_usd,
-            progress_json(self.progress),
-            self.run_id,
-        )
-
     def spend(self, committed_micro_usd: int) -> None:
         """Cumulative committed spend: the greatest value seen wins, so a duplicate is harmless."""
         self.committed_micro_usd = max(self.committed_micro_usd, committed_micro_usd)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from ..errors import BookProblemKind, ProblemKind, StreamProblem
-from ..journal.reader import Hint
+from ..journal.hint import Hint
 from .runs import RunView
 
 Mode = Literal["auto", "named"]
@@ -124,9 +124,6 @@ class ProblemRecord:
             return None
         return cls(row["error_kind"], row["error_seq"], row["error_offset"], row["error_detail"])
 
-    def as_params(self) -> tuple[ProblemKind, int | None, int | None, str]:
-        return (self.kind, self.seq, self.offset, self.detail)
-
     def as_json(self) -> dict[str, Any]:
         """As `show --json` prints it: {"kind", "seq", "offset", "detail"}."""
         return {"kind": self.kind, "seq": self.seq, "offset": self.offset, "detail": self.detail}
@@ -147,7 +144,47 @@ def compacted_digest(line_hashes: Iterable[bytes]) -> bytes:
     return digest.digest()
 
 
-NO_PROBLEM_PARAMS: tuple[None, None, None, None] = (None, None, None, None)
+@dataclass(frozen=True, slots=True)
+class CursorAdvance:
+    """An attempt's cursor as a sealed batch writes it: its values as they were when the batch
+    was sealed (`AttemptView.seal`), and `expected_seq`, the `last_seq` Postgres holds before the
+    batch (the cursor's compare-and-set expects it). `attempt` is the pass's own object: the
+    writer reads only the ids it fills in."""
+
+    attempt: AttemptView
+    expected_seq: int
+    state: AttemptState
+    last_seq: int
+    last_line_sha256: bytes | None
+    hint_offset: int
+    hint_line_bytes: int
+    hint_file: str | None
+    stream_index: int | None
+    stream_version: str | None
+    chunker_version: str | None
+    error: ProblemRecord | None
+    last_line_time: str | None
+    applied: bool
+    """A line of the stream was applied in the batch (its time of last application moves)."""
+
+    @property
+    def moved(self) -> bool:
+        """The batch moved the cursor past seqs, not only its hint past repeated lines."""
+        return self.last_seq > self.expected_seq
+
+
+@dataclass(frozen=True, slots=True)
+class ScanAdvance:
+    """A book's scan hint as a sealed batch writes it, and the epoch the book had when the pass
+    loaded it (the hint's compare-and-set expects it: `name` and `release` bump it)."""
+
+    book_id: str
+    epoch: int
+    scan: Hint
+    scan_stream: str | None
+    scan_mode: Mode | None
+    error: ProblemRecord | None
+    starts_from_zero: bool
 
 
 @dataclass(eq=False)
@@ -218,26 +255,28 @@ class AttemptView:
     def forget_hint(self) -> None:
         self.hint_offset, self.hint_line_bytes, self.hint_file = 0, 0, None
 
-    def seal(self) -> tuple[Any, ...]:
-        """Parameters of `statements.ATTEMPT_ADVANCE` up to (not including) `attempt_id` and the
-        expected `last_seq`, taken now; the attempt's sealed seq moves on to its `last_seq`."""
-        error = self.error.as_params() if self.error is not None else NO_PROBLEM_PARAMS
-        values = (
-            self.state,
-            self.last_seq,
-            self.last_line_sha256,
-            self.hint_offset,
-            self.hint_line_bytes,
-            self.hint_file,
-            self.stream_index,
-            self.stream_version,
-            self.chunker_version,
-            *error,
-            self.last_line_time,
-            self.applied_in_batch,
+    def seal(self) -> CursorAdvance:
+        """The cursor as the batch sealed now writes it; the attempt's sealed seq moves on to its
+        `last_seq` (the next batch's compare-and-set expects that)."""
+        advance = CursorAdvance(
+            attempt=self,
+            expected_seq=self.sealed_last_seq,
+            state=self.state,
+            last_seq=self.last_seq,
+            last_line_sha256=self.last_line_sha256,
+            hint_offset=self.hint_offset,
+            hint_line_bytes=self.hint_line_bytes,
+            hint_file=self.hint_file,
+            stream_index=self.stream_index,
+            stream_version=self.stream_version,
+            chunker_version=self.chunker_version,
+            error=self.error,
+            last_line_time=self.last_line_time,
+            applied=self.applied_in_batch,
         )
         self.applied_in_batch = False
-        return values
+        self.sealed_last_seq = self.last_seq
+        return advance
 
 
 @dataclass(eq=False)
@@ -275,18 +314,14 @@ class BookView:
             starts_recorded=row["starts_recorded"],
         )
 
-    def scan_params(self) -> tuple[Any, ...]:
-        """Parameters of `statements.BOOK_SCAN_ADVANCE`, in order (the epoch check comes last)."""
-        error = self.error.as_params() if self.error is not None else NO_PROBLEM_PARAMS
-        return (
-            self.scan.offset,
-            self.scan.line_bytes,
-            self.scan.sha256,
-            self.scan.file,
-            self.scan_stream,
-            self.scan_mode,
-            *error,
-            self.starts_from_zero,
-            self.book_id,
-            self.scan_epoch,
+    def seal_scan(self) -> ScanAdvance:
+        """The scan hint as the batch sealed now writes it."""
+        return ScanAdvance(
+            book_id=self.book_id,
+            epoch=self.scan_epoch,
+            scan=self.scan,
+            scan_stream=self.scan_stream,
+            scan_mode=self.scan_mode,
+            error=self.error,
+            starts_from_zero=self.starts_from_zero,
         )

@@ -16,9 +16,9 @@ order:
    keeps each once, `ON CONFLICT DO NOTHING`); no round trip per line. A line hash already in
    Postgres can only be there because another pass applied the line: the attempts were locked
    and checked in step 2, so that unique violation is `CursorMoved` too;
-5. each cursor moves by compare-and-set (`UPDATE ... WHERE attempt_id = %s AND last_seq = %s`,
-   rowcount must be 1), and the book's scan hint moves (compare-and-set on its epoch, which `name`
-   and `release` bump);
+5. each cursor moves by compare-and-set (`UPDATE ... WHERE attempt_id = %(attempt_id)s AND
+   last_seq = %(expected_seq)s`, rowcount must be 1), and the book's scan hint moves
+   (compare-and-set on its epoch, which `name` and `release` bump);
 6. the projections installed are given the batch's events (`projection_step.project`), and a change
    notification per attempt moved is queued (`pg_notify('platform_ingest', ...)`: its run id,
    attempt id, state and last seq, no book id and no money). Postgres delivers notifications only
@@ -30,6 +30,10 @@ over, and nothing is applied twice.
 `Writer` runs `commit_sealed` on a thread of its own, one batch at a time, so that Postgres
 writes batch N while the pass reads and decides batch N+1. A sealed batch holds copies, never the
 pass's live objects' changing fields; the writer only fills in the ids it inserts.
+
+The statements that write a view take named parameters, built here from the sealed values
+(`advance_params`, `scan_params`, `run_params`, `problem_params`): the same keys serve a book's
+statement and a group's, whose every key is a column of values (`columns`).
 """
 
 from __future__ import annotations
@@ -44,11 +48,11 @@ from typing import Any, Literal
 import orjson
 
 from ..decisions.batch import Batch
-from ..decisions.runs import RunChanges, RunView
-from ..decisions.views import AttemptView, BookView
+from ..decisions.runs import RunChanges, RunView, progress_json
+from ..decisions.views import AttemptView, BookView, CursorAdvance, ProblemRecord, ScanAdvance
 from ..errors import CursorMoved, DataRefused
+from ..journal.hint import Hint
 from ..journal.line import Line
-from ..journal.reader import Hint
 from ..projections import Projection
 from ..store import statements
 from ..store.db import Database
@@ -74,15 +78,14 @@ class SealedBatch:
 
     new_runs: list[RunView]
     new_attempts: list[AttemptView]
-    advances: list[tuple[AttemptView, tuple[Any, ...], int]]
-    """(attempt, ATTEMPT_ADVANCE values without id and expected seq, expected last_seq)"""
+    advances: list[CursorAdvance]
     runs: list[tuple[RunView, RunChanges, RunView]]
     """(the pass's run, the batch's changes, the run as the pass expects it after them)"""
     hash_attempts: list[AttemptView]
     hash_seqs: list[int]
     hash_values: list[bytes]
     units: list[tuple[AttemptView, str, int, int]]
-    book_params: tuple[Any, ...]
+    scan: ScanAdvance
     """Always written: its compare-and-set on the book's epoch makes a batch fail if `name` or
     `release` changed the book since the pass loaded it."""
     starts: list[tuple[str, Hint, str | None]] = field(default_factory=list)
@@ -103,21 +106,16 @@ def seal(batch: Batch, book: BookView) -> SealedBatch:
     for run, changes in batch.run_changes.values():
         if changes.progress is not None:
             changes.progress = run.progress = progress_snapshot(changes.progress)
-    advances = []
-    for attempt in batch.touched.values():
-        expected = attempt.sealed_last_seq
-        advances.append((attempt, attempt.seal(), expected))
-        attempt.sealed_last_seq = attempt.last_seq
     return SealedBatch(
         new_runs=batch.new_runs,
         new_attempts=batch.new_attempts,
-        advances=advances,
+        advances=[attempt.seal() for attempt in batch.touched.values()],
         runs=[(run, changes, run.copy()) for run, changes in batch.run_changes.values()],
         hash_attempts=batch.hash_attempts,
         hash_seqs=batch.hash_seqs,
         hash_values=batch.hash_values,
         units=batch.units,
-        book_params=book.scan_params(),
+        scan=book.seal_scan(),
         starts=batch.starts,
         starts_reset=batch.starts_reset,
         lines=batch.lines,
@@ -165,9 +163,9 @@ def commit_sealed(
             attempt.attempt_id = row["attempt_id"]
         new = {id(attempt) for attempt in sealed.new_attempts}
         expected = {
-            _id(attempt.attempt_id): seq
-            for attempt, _, seq in sealed.advances
-            if id(attempt) not in new
+            _id(advance.attempt.attempt_id): advance.expected_seq
+            for advance in sealed.advances
+            if id(advance.attempt) not in new
         }
         if expected:
             for attempt_id, last_seq in db.fetch_tuples(
@@ -186,15 +184,15 @@ def commit_sealed(
                 wanted.run_id = current.run_id
                 if current != wanted:
                     raise CursorMoved(f"run {current.run_id} was changed by someone else")
-                db.execute(statements.RUN_UPDATE, current.update_params())
+                db.execute(statements.RUN_UPDATE, run_params(current))
         if sealed.hash_seqs:
             copy_line_hashes(db, sealed.hash_attempts, sealed.hash_seqs, sealed.hash_values)
         if sealed.units:
             write_units(db, sealed.units)
-        for attempt, values, seq in sealed.advances:
-            if db.execute(statements.ATTEMPT_ADVANCE, (*values, attempt.attempt_id, seq)) != 1:
-                raise CursorMoved(f"attempt {attempt.attempt_id} moved under the pass")
-        if db.execute(statements.BOOK_SCAN_ADVANCE, sealed.book_params) != 1:
+        for advance in sealed.advances:
+            if db.execute(statements.ATTEMPT_ADVANCE, advance_params(advance)) != 1:
+                raise CursorMoved(f"attempt {advance.attempt.attempt_id} moved under the pass")
+        if db.execute(statements.BOOK_SCAN_ADVANCE, scan_params(sealed.scan)) != 1:
             raise CursorMoved("the book was named or released during the pass")
         write_after_cursors(db, book_id, sealed, projections)
         if sealed.advances:
@@ -221,9 +219,7 @@ def write_after_cursors(
         )
         # A failure stands until the stream's cursor moves past it: a batch that only moved the
         # stream's hint (past repeated lines) leaves it, with its count of failures.
-        moved = [
-            attempt.engine_run_id for attempt, values, seq in sealed.advances if values[1] > seq
-        ]
+        moved = [advance.attempt.engine_run_id for advance in sealed.advances if advance.moved]
         if moved:
             db.execute(statements.PROJECTION_FAILURES_CLEAR, (book_id, moved))
 
@@ -234,14 +230,86 @@ def notifications(sealed: SealedBatch) -> list[str]:
     return [
         orjson.dumps(
             {
-                "run_id": attempt.run.run_id,
-                "attempt_id": attempt.attempt_id,
-                "state": values[0],
-                "last_seq": values[1],
+                "run_id": advance.attempt.run.run_id,
+                "attempt_id": advance.attempt.attempt_id,
+                "state": advance.state,
+                "last_seq": advance.last_seq,
             }
         ).decode()
-        for attempt, values, _ in sealed.advances
+        for advance in sealed.advances
     ]
+
+
+def problem_params(problem: ProblemRecord | None) -> dict[str, Any]:
+    """The four columns of a problem (`error_kind`, `error_seq`, `error_offset`,
+    `error_detail`), all null when there is none."""
+    if problem is None:
+        return {"error_kind": None, "error_seq": None, "error_offset": None, "error_detail": None}
+    return {
+        "error_kind": problem.kind,
+        "error_seq": problem.seq,
+        "error_offset": problem.offset,
+        "error_detail": problem.detail,
+    }
+
+
+def advance_params(advance: CursorAdvance) -> dict[str, Any]:
+    """The parameters of `statements.ATTEMPT_ADVANCE` (a row of `ATTEMPTS_ADVANCE`)."""
+    return {
+        "state": advance.state,
+        "last_seq": advance.last_seq,
+        "last_line_sha256": advance.last_line_sha256,
+        "hint_offset": advance.hint_offset,
+        "hint_line_bytes": advance.hint_line_bytes,
+        "hint_file": advance.hint_file,
+        "stream_index": advance.stream_index,
+        "stream_version": advance.stream_version,
+        "chunker_version": advance.chunker_version,
+        **problem_params(advance.error),
+        "last_line_time": advance.last_line_time,
+        "applied": advance.applied,
+        "attempt_id": advance.attempt.attempt_id,
+        "expected_seq": advance.expected_seq,
+    }
+
+
+def scan_params(scan: ScanAdvance) -> dict[str, Any]:
+    """The parameters of `statements.BOOK_SCAN_ADVANCE` (a row of `BOOKS_SCAN_ADVANCE`)."""
+    return {
+        "scan_offset": scan.scan.offset,
+        "scan_line_bytes": scan.scan.line_bytes,
+        "scan_sha256": scan.scan.sha256,
+        "scan_file": scan.scan.file,
+        "scan_stream": scan.scan_stream,
+        "scan_mode": scan.scan_mode,
+        **problem_params(scan.error),
+        "starts_from_zero": scan.starts_from_zero,
+        "book_id": scan.book_id,
+        "scan_epoch": scan.epoch,
+    }
+
+
+def run_params(run: RunView) -> dict[str, Any]:
+    """The parameters of `statements.RUN_UPDATE` (a row of `RUNS_UPDATE`)."""
+    return {
+        "state": run.state,
+        "reason": run.reason,
+        "stop": run.stop,
+        "refusal": run.refusal,
+        "outcome": run.outcome,
+        "exit_code": run.exit_code,
+        "committed_micro_usd": run.committed_micro_usd,
+        "shortfall_micro_usd": run.shortfall_micro_usd,
+        "settled_micro_usd": run.settled_micro_usd,
+        "progress": progress_json(run.progress),
+        "run_id": run.run_id,
+    }
+
+
+def columns(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The parameters of a statement that takes each column as an array (`unnest`): the rows'
+    values gathered by key."""
+    return {key: [row[key] for row in rows] for key in rows[0]}
 
 
 class Writer:
@@ -343,9 +411,15 @@ def write_units(db: Database, units: Sequence[tuple[AttemptView, str, int, int]]
 
 def write_starts(db: Database, book_id: str, starts: list[tuple[str, Hint, str | None]]) -> None:
     """Record foreign streams' starts, one statement (the first start of a stream is kept)."""
-    columns: list[list[Any]] = [[], [], [], [], [], []]
-    for engine_run_id, hint, section in starts:
-        values = (engine_run_id, hint.offset, hint.line_bytes, hint.sha256, hint.file, section)
-        for column, value in zip(columns, values, strict=True):
-            column.append(value)
-    db.execute(statements.STREAM_STARTS_INSERT, (book_id, *columns))
+    db.execute(
+        statements.STREAM_STARTS_INSERT,
+        {
+            "book_id": book_id,
+            "engine_run_id": [engine_run_id for engine_run_id, _, _ in starts],
+            "hint_offset": [hint.offset for _, hint, _ in starts],
+            "hint_line_bytes": [hint.line_bytes for _, hint, _ in starts],
+            "hint_sha256": [hint.sha256 for _, hint, _ in starts],
+            "hint_file": [hint.file for _, hint, _ in starts],
+            "hint_stream": [section for _, _, section in starts],
+        },
+    )

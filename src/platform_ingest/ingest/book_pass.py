@@ -48,6 +48,7 @@ from ..decisions.views import (
     BookView,
     Mode,
     PassProblem,
+    ProblemRecord,
     awaits_lines,
 )
 from ..errors import (
@@ -62,11 +63,20 @@ from ..errors import (
     JournalUnreadable,
     ProjectionFailed,
 )
-from ..journal.reader import Hint, Journal, open_journal
+from ..journal.hint import Hint
+from ..journal.reader import Journal, open_journal
 from ..projections import Projection, check_projections
 from ..store import statements
 from ..store.db import Database
-from .apply import BATCH_BYTES_MAX, BATCH_LINES_MAX, CommitHook, SealedBatch, Writer, seal
+from .apply import (
+    BATCH_BYTES_MAX,
+    BATCH_LINES_MAX,
+    CommitHook,
+    SealedBatch,
+    Writer,
+    problem_params,
+    seal,
+)
 from .books import (
     book_lock_key,
     book_ref,
@@ -283,7 +293,13 @@ class BookPass:
                 if row is not None and row["state"] in FOLLOWED_STATES:
                     self.db.execute(
                         statements.ATTEMPT_QUARANTINE,
-                        ("database_refused", seq, offset, detail, row["attempt_id"], row["state"]),
+                        {
+                            **problem_params(
+                                ProblemRecord("database_refused", seq, offset, detail)
+                            ),
+                            "attempt_id": row["attempt_id"],
+                            "state": row["state"],
+                        },
                     )
                     logger.warning(
                         "book %s stream %s: database_refused at seq %s, byte %s -> quarantined",

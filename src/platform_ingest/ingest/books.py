@@ -280,18 +280,7 @@ def scan_back_to_stream(db: Database, book: BookView, engine_run_id: str) -> Non
         return
     start = db.fetch_one(statements.STREAM_START_OF, (book.book_id, engine_run_id))
     if start is not None:
-        moved = db.execute(
-            statements.BOOK_SCAN_BACK,
-            (
-                start["hint_offset"],
-                start["hint_line_bytes"],
-                start["hint_sha256"],
-                start["hint_file"],
-                start["hint_stream"],
-                book.book_id,
-                start["hint_offset"],
-            ),
-        )
+        moved = db.execute(statements.BOOK_SCAN_BACK, {**start, "book_id": book.book_id})
         if moved:
             return
     db.execute(statements.BOOK_EPOCH_BUMP, (book.book_id,))

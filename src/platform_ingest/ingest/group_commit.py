@@ -27,8 +27,12 @@ from ..store import statements
 from ..store.db import Database
 from .apply import (
     SealedBatch,
+    advance_params,
+    columns,
     copy_line_hashes,
     notifications,
+    run_params,
+    scan_params,
     write_after_cursors,
     write_units,
 )
@@ -78,9 +82,10 @@ def _lock_attempts(db: Database, parts: Sequence[Part], left_out: set[str]) -> N
     expected: dict[int, tuple[int, str]] = {}
     for part in parts:
         new = {id(attempt) for attempt in part.sealed.new_attempts}
-        for attempt, _, seq in part.sealed.advances:
+        for advance in part.sealed.advances:
+            attempt = advance.attempt
             if id(attempt) not in new and attempt.attempt_id is not None:
-                expected[attempt.attempt_id] = (seq, part.book_id)
+                expected[attempt.attempt_id] = (advance.expected_seq, part.book_id)
     if not expected:
         return
     found = dict(db.fetch_tuples(statements.ATTEMPTS_LOCK_SKIP, (sorted(expected),)))
@@ -94,7 +99,7 @@ def _lock_attempts(db: Database, parts: Sequence[Part], left_out: set[str]) -> N
 
 def _lock_runs(
     db: Database, parts: Sequence[Part], left_out: set[str]
-) -> list[tuple[str, tuple[Any, ...]]]:
+) -> list[tuple[str, dict[str, Any]]]:
     """Lock the runs the batches change and fold each batch's changes onto the row as it is now;
     a run locked by another transaction leaves its book out, one changed by someone else since
     the pass read it is `CursorMoved`. Returns (book, `RUN_UPDATE` values) of each run."""
@@ -120,7 +125,7 @@ def _lock_runs(
         expected.run_id = current.run_id
         if current != expected:
             raise CursorMoved(f"run {current.run_id} was changed by someone else")
-        updates.append((book_id, current.update_params()))
+        updates.append((book_id, run_params(current)))
     return updates
 
 
@@ -137,14 +142,10 @@ def _write(db: Database, parts: Sequence[Part], projections: Sequence[Projection
     units = [unit for part in parts for unit in part.sealed.units]
     if units:
         write_units(db, units)
-    advances = [
-        (*values, attempt.attempt_id, seq)
-        for part in parts
-        for attempt, values, seq in part.sealed.advances
-    ]
+    advances = [advance_params(advance) for part in parts for advance in part.sealed.advances]
     if advances and db.execute(statements.ATTEMPTS_ADVANCE, columns(advances)) != len(advances):
         raise CursorMoved("an attempt of the group moved under its pass")
-    scans = [part.sealed.book_params for part in parts]
+    scans = [scan_params(part.sealed.scan) for part in parts]
     if db.execute(statements.BOOKS_SCAN_ADVANCE, columns(scans)) != len(scans):
         raise CursorMoved("a book of the group was named or released during its pass")
     for part in parts:
@@ -152,11 +153,6 @@ def _write(db: Database, parts: Sequence[Part], projections: Sequence[Projection
     payloads = [payload for part in parts for payload in notifications(part.sealed)]
     if payloads:
         db.execute(statements.CHANGES_NOTIFY, (payloads,))
-
-
-def columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """The parameters of a statement that takes a column an array (`unnest`): rows to columns."""
-    return [list(column) for column in zip(*rows, strict=True)]
 
 
 def _insert_new(db: Database, part: Part) -> None:

@@ -26,10 +26,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
-import psycopg.pq
-
-from ..decisions.views import AttemptView
+from ..decisions.views import AttemptView, CursorAdvance
 from ..errors import (
     DatabaseTimeout,
     DatabaseUnavailable,
@@ -42,6 +39,7 @@ from ..journal.line import Line
 from ..projections import Event, Projection, ProjectionSession
 from ..store import statements
 from ..store.db import Database, classify
+from ..store.driver import DriverError
 from ..store.migrations import PLATFORM_TABLES
 
 logger = logging.getLogger("platform_ingest")
@@ -143,14 +141,17 @@ def project(
     db: Database,
     book_id: str,
     projections: Sequence[Projection],
-    advances: Sequence[tuple[AttemptView, tuple[Any, ...], int]],
+    advances: Sequence[CursorAdvance],
     *,
     applied_attempts: Sequence[AttemptView],
     applied_lines: Sequence[Line],
 ) -> None:
     """Step 4 of the module docstring's order, inside the caller's transaction."""
     names = [projection.name for projection in projections]
-    attempts = {attempt.attempt_id: (attempt, values[1], seq) for attempt, values, seq in advances}
+    attempts = {
+        advance.attempt.attempt_id: (advance.attempt, advance.last_seq, advance.expected_seq)
+        for advance in advances
+    }
     ids = sorted(attempt_id for attempt_id in attempts if attempt_id is not None)
     if not ids:
         return
@@ -181,7 +182,8 @@ def project(
             )
         )
     before = _platform_writes(db)
-    moves: tuple[list[str], list[int], list[int]] = ([], [], [])
+    # The tracking rows to write (`PROJECTION_TRACKING_WRITE`), a column a key.
+    moved: dict[str, list[Any]] = {"projection": [], "attempt_id": [], "last_seq": []}
     for projection in projections:
         if versions.get(projection.name) != projection.version:
             continue  # registered at another version: the rebuild's to bring along
@@ -197,11 +199,11 @@ def project(
             if todo:
                 _apply_one(projection, session, todo, attempt_id, attempt.engine_run_id)
                 _check_platform_untouched(db, before, projection, todo[-1])
-            moves[0].append(projection.name)
-            moves[1].append(attempt_id)
-            moves[2].append(new_last_seq)
-    if moves[0]:
-        db.execute(statements.PROJECTION_TRACKING_WRITE, moves)
+            moved["projection"].append(projection.name)
+            moved["attempt_id"].append(attempt_id)
+            moved["last_seq"].append(new_last_seq)
+    if moved["projection"]:
+        db.execute(statements.PROJECTION_TRACKING_WRITE, moved)
 
 
 def apply_verified(
@@ -225,7 +227,7 @@ def _check_platform_untouched(
     """The transaction is still open, and Postgres counts no row written to a platform table
     since `before` (only the projection ran since): else `ProjectionStatementRefused`."""
     why = None
-    if db.connection.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
+    if not db.in_transaction:
         why = "the apply transaction was ended"
     else:
         after = _platform_writes(db)
@@ -252,7 +254,7 @@ def _apply_one(
     seq = events[-1].seq
     try:
         projection.apply(session, events)
-    except psycopg.Error as error:
+    except DriverError as error:
         kind = classify(error)
         if kind in (DatabaseUnavailable, DatabaseTimeout):
             # Postgres away or a bounded wait ran out: the worker's trouble, not the projection's.

@@ -6,7 +6,7 @@ without a newline is skipped to its end and reported as `LineTooLong` (its bytes
 gathered). An unterminated last line is left for a later pass: it may be an append in progress,
 and the engine cuts a torn one back when it next starts.
 
-A `Hint` is a byte offset just past a line, with that line's length and sha256 and the identity of
+A `Hint` (`hint`) is a byte offset just past a line, with that line's length and sha256 and the identity of
 the file it was taken in. It is only a place to start reading: `verify_hint` checks that the bytes
 just before it are still that line, and a hint that fails is thrown away by the caller, who then
 reads from byte 0 (the cursor in Postgres decides what is applied, never the hint).
@@ -25,13 +25,11 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from errno import ELOOP as errno_ELOOP
 from errno import ENOTDIR as errno_ENOTDIR
 from errno import ENXIO as errno_ENXIO
 from itertools import accumulate
 from pathlib import Path
-from typing import ClassVar
 
 from ..errors import (
     JournalMissing,
@@ -40,32 +38,13 @@ from ..errors import (
     JournalUnreadable,
     LineTooLong,
 )
+from .hint import Hint
 from .line_rules import LINE_BYTES_MAX
 
 READ_CHUNK_BYTES = 256 * 1024
 """How much one read() asks for."""
 
 JOURNAL_NAME = "events.jsonl"
-
-
-@dataclass(frozen=True, slots=True)
-class Hint:
-    """Where a pass may start: just past a line of `line_bytes` bytes hashing to `sha256`."""
-
-    offset: int
-    line_bytes: int
-    sha256: bytes | None
-    file: str | None
-
-    NONE: ClassVar[Hint]
-    """No hint: read from byte 0."""
-
-    @classmethod
-    def start(cls) -> Hint:
-        return cls.NONE
-
-
-Hint.NONE = Hint(0, 0, None, None)
 
 
 def file_identity(stat: os.stat_result) -> str:

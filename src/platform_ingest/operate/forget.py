@@ -19,13 +19,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from ..decisions.views import BookView, problem_json
 from ..errors import ConfigError, NotFound
 from ..ingest.books import book_lock_key, book_ref, find_book
 from ..store import statements
 from ..store.db import Database
+from ..store.driver import jsonb
 from .remedies import default_operator
 
 logger = logging.getLogger("platform_ingest")
@@ -108,7 +107,7 @@ def forget_book(db: Database, book_dir: str, *, reason: str, by: str | None = No
             ],
         }
         record = db.fetch_one(
-            statements.FORGOTTEN_INSERT, (book.book_id, book.path, by, reason, Jsonb(evidence))
+            statements.FORGOTTEN_INSERT, (book.book_id, book.path, by, reason, jsonb(evidence))
         )
         if record is None:
             raise NotFound("the record of the forgotten book was not written")

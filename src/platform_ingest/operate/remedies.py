@@ -30,8 +30,6 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from psycopg.types.json import Jsonb
-
 from ..decisions.runs import RunView, StateEffect
 from ..decisions.states import RunState
 from ..decisions.views import AWAITING_STATES, AttemptState, BookView, ProblemRecord, problem_json
@@ -43,11 +41,13 @@ from ..errors import (
     NotFound,
     ProblemKind,
 )
+from ..ingest.apply import run_params
 from ..ingest.books import book_ref, register_book, remedied_book, require_stream_id
 from ..journal.decode import decode_line
 from ..journal.reader import JOURNAL_NAME, open_journal
 from ..store import statements
 from ..store.db import Database, Row
+from ..store.driver import jsonb
 
 logger = logging.getLogger("platform_ingest")
 
@@ -109,7 +109,7 @@ def record_action(
 ) -> int:
     """Write one audit row (inside the caller's transaction); return its id."""
     row = db.fetch_one(
-        statements.ACTION_INSERT, (book_id, engine_run_id, action, by, reason, Jsonb(evidence))
+        statements.ACTION_INSERT, (book_id, engine_run_id, action, by, reason, jsonb(evidence))
     )
     if row is None:
         raise NotFound("the audit row was not written")
@@ -154,7 +154,7 @@ def _move_run(db: Database, run_id: int, effect: StateEffect) -> tuple[RunState,
     run = RunView.from_row(rows[0])
     before = run.state
     run.apply_state(effect)
-    db.execute(statements.RUN_UPDATE, run.update_params())
+    db.execute(statements.RUN_UPDATE, run_params(run))
     return before, run.state
 
 

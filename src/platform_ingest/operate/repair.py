@@ -30,6 +30,7 @@ from ..decisions.exit_codes import ExitCode
 from ..decisions.runs import RunView, StateEffect
 from ..decisions.states import RunState
 from ..errors import EngineLive, NotFound, StatusUnreadable, StreamDisowned, StreamNotSeen
+from ..ingest.apply import run_params
 from ..ingest.books import book_ref, register_book
 from ..journal.line_rules import BIGINT_MAX
 from ..store import statements
@@ -208,7 +209,7 @@ def repair_book(
         before = run.state
         if changed:
             run.apply_state(effect)
-        db.execute(statements.RUN_UPDATE, run.update_params())
+        db.execute(statements.RUN_UPDATE, run_params(run))
         record_action(
             db,
             book.book_id,

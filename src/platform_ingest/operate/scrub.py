@@ -59,6 +59,7 @@ from ..errors import (
     UnsupportedVersion,
     WrongKeys,
 )
+from ..ingest.apply import problem_params
 from ..ingest.books import book_lock_key, book_ref, load_book
 from ..journal.decode import decode_line, decode_stream_line
 from ..journal.line import Line
@@ -570,7 +571,11 @@ class BookScrub:
             if stream.state in RECORDABLE_STATES:
                 recorded = self.db.execute(
                     statements.ATTEMPT_QUARANTINE,
-                    (*record.as_params(), stream.attempt_id, stream.state),
+                    {
+                        **problem_params(record),
+                        "attempt_id": stream.attempt_id,
+                        "state": stream.state,
+                    },
                 )
                 if recorded:
                     mismatch.recorded, mismatch.state = True, "quarantined"

@@ -29,7 +29,7 @@ import os
 import re
 import struct
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg.conninfo
 import psycopg.errors
+import psycopg.pq
 from psycopg.rows import BaseRowFactory, dict_row, tuple_row
 
 from .._backoff import Backoff
@@ -56,6 +57,8 @@ from .statements import LISTED_TEXTS, PLANS_DISCARD
 logger = logging.getLogger("platform_ingest")
 
 Row = dict[str, Any]
+Params = Sequence[Any] | Mapping[str, Any]
+"""A statement's parameters: positional (`%s`), or by name (`%(name)s`) for one that names them."""
 StatementHook = Callable[[Statement], None]
 T = TypeVar("T")
 
@@ -305,6 +308,11 @@ class Database:
         return self._connection is not None and not self._connection.closed
 
     @property
+    def in_transaction(self) -> bool:
+        """True while a transaction is open on the connection and no statement of it failed."""
+        return self.connection.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+
+    @property
     def backend_pid(self) -> int:
         """The server process of this connection (tests use it to kill the connection)."""
         return self.connection.info.backend_pid
@@ -336,7 +344,7 @@ class Database:
                 time.sleep(backoff.next_s())
 
     def _cursor(
-        self, statement: Statement, params: Sequence[Any], row_factory: BaseRowFactory[T]
+        self, statement: Statement, params: Params, row_factory: BaseRowFactory[T]
     ) -> psycopg.Cursor[T]:
         """Execute one listed statement on a new cursor whose rows `row_factory` makes."""
         _check_listed(statement, "query", "ddl")
@@ -383,22 +391,22 @@ class Database:
         with _translated():
             yield from self.connection.notifies(timeout=timeout_s)
 
-    def execute(self, statement: Statement, params: Sequence[Any] = ()) -> int:
+    def execute(self, statement: Statement, params: Params = ()) -> int:
         """Run one listed statement; return its rowcount."""
         with _translated():
             return self._cursor(statement, params, tuple_row).rowcount
 
-    def fetch_all(self, statement: Statement, params: Sequence[Any] = ()) -> list[Row]:
+    def fetch_all(self, statement: Statement, params: Params = ()) -> list[Row]:
         """Run one listed statement and return its rows as dicts (`dict_row`)."""
         with _translated():
             return self._cursor(statement, params, dict_row).fetchall()
 
-    def fetch_tuples(self, statement: Statement, params: Sequence[Any] = ()) -> list[Any]:
+    def fetch_tuples(self, statement: Statement, params: Params = ()) -> list[Any]:
         """Run one listed statement and return its rows as tuples (hot paths)."""
         with _translated():
             return self._cursor(statement, params, tuple_row).fetchall()
 
-    def fetch_one(self, statement: Statement, params: Sequence[Any] = ()) -> Row | None:
+    def fetch_one(self, statement: Statement, params: Params = ()) -> Row | None:
         """Run one listed statement and return its first row as a dict, or None (`fetchone`)."""
         with _translated():
             return self._cursor(statement, params, dict_row).fetchone()

@@ -6,8 +6,12 @@ rows that a full scan would show (no sequential scan of a table that grows with 
 A statement of kind "copy" (`COPY ... FROM STDIN`, run by `db`'s copy helper) has no plan: the
 test checks instead that its target table has its columns, of its types.
 
-Lock order, everywhere: attempts, then runs, then books. Placeholders are psycopg's `%s`, and `%b` (binary) for the
-large arrays of a batch, which are cheaper to send that way.
+Lock order, everywhere: attempts, then runs, then books. Placeholders are psycopg's `%s`, and `%b`
+(binary) for the large arrays of a batch, which are cheaper to send that way. A statement that
+writes what a pass holds in a view (an attempt's cursor, a book's scan hint, a run, a problem)
+names its parameters (`%(last_seq)s`): the caller passes a mapping built where the statement runs
+(`ingest.apply`), one key a column, and a statement that writes many rows at once (`unnest`)
+takes the same keys, each a column of values.
 """
 
 from __future__ import annotations
@@ -71,10 +75,12 @@ BOOKS_ROW_LOCK_SKIP = _q(
 BOOK_UNLOCK = _q("book_unlock", "SELECT pg_advisory_unlock(%s)")
 BOOK_SCAN_ADVANCE = _q(
     "book_scan_advance",
-    """UPDATE books SET scan_offset = %s, scan_line_bytes = %s, scan_sha256 = %s, scan_file = %s,
-         scan_stream = %s, scan_mode = %s, error_kind = %s, error_seq = %s, error_offset = %s,
-         error_detail = %s, starts_from_zero = %s
-       WHERE book_id = %s AND scan_epoch = %s""",
+    """UPDATE books SET scan_offset = %(scan_offset)s, scan_line_bytes = %(scan_line_bytes)s,
+         scan_sha256 = %(scan_sha256)s, scan_file = %(scan_file)s, scan_stream = %(scan_stream)s,
+         scan_mode = %(scan_mode)s, error_kind = %(error_kind)s, error_seq = %(error_seq)s,
+         error_offset = %(error_offset)s, error_detail = %(error_detail)s,
+         starts_from_zero = %(starts_from_zero)s
+       WHERE book_id = %(book_id)s AND scan_epoch = %(scan_epoch)s""",
 )
 # `BOOK_SCAN_ADVANCE` of a group's books, one statement: a column an array (rowcount: the books
 # whose epoch still matched).
@@ -85,9 +91,11 @@ BOOKS_SCAN_ADVANCE = _q(
          scan_mode = v.scan_mode, error_kind = v.error_kind, error_seq = v.error_seq,
          error_offset = v.error_offset, error_detail = v.error_detail,
          starts_from_zero = v.starts_from_zero
-       FROM unnest(%b::bigint[], %b::integer[], %b::bytea[], %b::text[], %b::text[], %b::text[],
-         %b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::boolean[], %b::text[],
-         %b::bigint[])
+       FROM unnest(%(scan_offset)b::bigint[], %(scan_line_bytes)b::integer[],
+         %(scan_sha256)b::bytea[], %(scan_file)b::text[], %(scan_stream)b::text[],
+         %(scan_mode)b::text[], %(error_kind)b::text[], %(error_seq)b::bigint[],
+         %(error_offset)b::bigint[], %(error_detail)b::text[], %(starts_from_zero)b::boolean[],
+         %(book_id)b::text[], %(scan_epoch)b::bigint[])
          AS v(scan_offset, scan_line_bytes, scan_sha256, scan_file, scan_stream, scan_mode,
            error_kind, error_seq, error_offset, error_detail, starts_from_zero, book_id,
            scan_epoch)
@@ -95,9 +103,10 @@ BOOKS_SCAN_ADVANCE = _q(
 )
 BOOK_SCAN_BACK = _q(
     "book_scan_back",
-    """UPDATE books SET scan_offset = %s, scan_line_bytes = %s, scan_sha256 = %s, scan_file = %s,
-         scan_stream = %s, scan_epoch = scan_epoch + 1
-       WHERE book_id = %s AND scan_offset > %s""",
+    """UPDATE books SET scan_offset = %(hint_offset)s, scan_line_bytes = %(hint_line_bytes)s,
+         scan_sha256 = %(hint_sha256)s, scan_file = %(hint_file)s, scan_stream = %(hint_stream)s,
+         scan_epoch = scan_epoch + 1
+       WHERE book_id = %(book_id)s AND scan_offset > %(hint_offset)s""",
 )
 BOOK_SCAN_RESET = _q(
     "book_scan_reset",
@@ -158,10 +167,13 @@ RUNS_LOCK_SKIP = _q(
 )
 RUN_UPDATE = _q(
     "run_update",
-    """UPDATE runs SET state = %s, reason = %s, stop = %s, refusal = %s, outcome = %s,
-         exit_code = %s, committed_micro_usd = %s, shortfall_micro_usd = %s,
-         settled_micro_usd = %s, progress = %s::jsonb, updated_at = now()
-       WHERE run_id = %s""",
+    """UPDATE runs SET state = %(state)s, reason = %(reason)s, stop = %(stop)s,
+         refusal = %(refusal)s, outcome = %(outcome)s, exit_code = %(exit_code)s,
+         committed_micro_usd = %(committed_micro_usd)s,
+         shortfall_micro_usd = %(shortfall_micro_usd)s,
+         settled_micro_usd = %(settled_micro_usd)s, progress = %(progress)s::jsonb,
+         updated_at = now()
+       WHERE run_id = %(run_id)s""",
 )
 # `RUN_UPDATE` of a group's runs, one statement: a column an array.
 RUNS_UPDATE = _q(
@@ -171,8 +183,10 @@ RUNS_UPDATE = _q(
          committed_micro_usd = v.committed_micro_usd, shortfall_micro_usd = v.shortfall_micro_usd,
          settled_micro_usd = v.settled_micro_usd, progress = v.progress::jsonb,
          updated_at = now()
-       FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::integer[],
-         %b::bigint[], %b::bigint[], %b::bigint[], %b::text[], %b::bigint[])
+       FROM unnest(%(state)b::text[], %(reason)b::text[], %(stop)b::text[],
+         %(refusal)b::text[], %(outcome)b::text[], %(exit_code)b::integer[],
+         %(committed_micro_usd)b::bigint[], %(shortfall_micro_usd)b::bigint[],
+         %(settled_micro_usd)b::bigint[], %(progress)b::text[], %(run_id)b::bigint[])
          AS v(state, reason, stop, refusal, outcome, exit_code, committed_micro_usd,
            shortfall_micro_usd, settled_micro_usd, progress, run_id)
        WHERE r.run_id = v.run_id""",
@@ -191,8 +205,9 @@ STREAM_STARTS_INSERT = _q(
     "stream_starts_insert",
     """INSERT INTO stream_starts (book_id, engine_run_id, hint_offset, hint_line_bytes,
          hint_sha256, hint_file, hint_stream)
-       SELECT %s, * FROM unnest(%b::text[], %b::bigint[], %b::integer[], %b::bytea[], %b::text[],
-         %b::text[])
+       SELECT %(book_id)s, * FROM unnest(%(engine_run_id)b::text[], %(hint_offset)b::bigint[],
+         %(hint_line_bytes)b::integer[], %(hint_sha256)b::bytea[], %(hint_file)b::text[],
+         %(hint_stream)b::text[])
        ON CONFLICT (book_id, engine_run_id) DO NOTHING""",
 )
 STREAM_STARTS_FORGET = _q("stream_starts_forget", "DELETE FROM stream_starts WHERE book_id = %s")
@@ -245,12 +260,16 @@ ATTEMPTS_LOCK = _q(
 # read; rowcount 1 or the whole transaction is rolled back (CursorMoved).
 ATTEMPT_ADVANCE = _q(
     "attempt_advance",
-    """UPDATE attempts SET state = %s, last_seq = %s, last_line_sha256 = %s, hint_offset = %s,
-         hint_line_bytes = %s, hint_file = %s, stream_index = %s, stream_version = %s,
-         chunker_version = %s, error_kind = %s, error_seq = %s, error_offset = %s,
-         error_detail = %s, last_line_time = %s,
-         last_applied_at = CASE WHEN %s THEN now() ELSE last_applied_at END, changed_at = now()
-       WHERE attempt_id = %s AND last_seq = %s""",
+    """UPDATE attempts SET state = %(state)s, last_seq = %(last_seq)s,
+         last_line_sha256 = %(last_line_sha256)s, hint_offset = %(hint_offset)s,
+         hint_line_bytes = %(hint_line_bytes)s, hint_file = %(hint_file)s,
+         stream_index = %(stream_index)s, stream_version = %(stream_version)s,
+         chunker_version = %(chunker_version)s, error_kind = %(error_kind)s,
+         error_seq = %(error_seq)s, error_offset = %(error_offset)s,
+         error_detail = %(error_detail)s, last_line_time = %(last_line_time)s,
+         last_applied_at = CASE WHEN %(applied)s THEN now() ELSE last_applied_at END,
+         changed_at = now()
+       WHERE attempt_id = %(attempt_id)s AND last_seq = %(expected_seq)s""",
 )
 # `ATTEMPT_ADVANCE` of a group's attempts, one statement: a column an array (rowcount: the
 # attempts whose cursor still matched).
@@ -265,9 +284,12 @@ ATTEMPTS_ADVANCE = _q(
          last_line_time = v.last_line_time,
          last_applied_at = CASE WHEN v.applied THEN now() ELSE a.last_applied_at END,
          changed_at = now()
-       FROM unnest(%b::text[], %b::bigint[], %b::bytea[], %b::bigint[], %b::integer[], %b::text[],
-         %b::integer[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::bigint[],
-         %b::text[], %b::text[], %b::boolean[], %b::bigint[], %b::bigint[])
+       FROM unnest(%(state)b::text[], %(last_seq)b::bigint[], %(last_line_sha256)b::bytea[],
+         %(hint_offset)b::bigint[], %(hint_line_bytes)b::integer[], %(hint_file)b::text[],
+         %(stream_index)b::integer[], %(stream_version)b::text[], %(chunker_version)b::text[],
+         %(error_kind)b::text[], %(error_seq)b::bigint[], %(error_offset)b::bigint[],
+         %(error_detail)b::text[], %(last_line_time)b::text[], %(applied)b::boolean[],
+         %(attempt_id)b::bigint[], %(expected_seq)b::bigint[])
          AS v(state, last_seq, last_line_sha256, hint_offset, hint_line_bytes, hint_file,
            stream_index, stream_version, chunker_version, error_kind, error_seq, error_offset,
            error_detail, last_line_time, applied, attempt_id, expected_seq)
@@ -281,9 +303,10 @@ ATTEMPT_RELEASE = _q(
 )
 ATTEMPT_QUARANTINE = _q(
     "attempt_quarantine",
-    """UPDATE attempts SET state = 'quarantined', error_kind = %s, error_seq = %s,
-         error_offset = %s, error_detail = %s, changed_at = now()
-       WHERE attempt_id = %s AND state = %s""",
+    """UPDATE attempts SET state = 'quarantined', error_kind = %(error_kind)s,
+         error_seq = %(error_seq)s, error_offset = %(error_offset)s,
+         error_detail = %(error_detail)s, changed_at = now()
+       WHERE attempt_id = %(attempt_id)s AND state = %(state)s""",
 )
 ATTEMPT_EXITED = _q(
     "attempt_exited",
@@ -527,7 +550,8 @@ PROJECTION_TRACKING_LOCK = _q(
 PROJECTION_TRACKING_WRITE = _q(
     "projection_tracking_write",
     """INSERT INTO projection_tracking (projection, attempt_id, last_seq)
-       SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[])
+       SELECT * FROM unnest(%(projection)s::text[], %(attempt_id)s::bigint[],
+         %(last_seq)s::bigint[])
        ON CONFLICT (projection, attempt_id) DO UPDATE SET last_seq = EXCLUDED.last_seq""",
 )
 PROJECTION_FAILURE_SET = _q(
