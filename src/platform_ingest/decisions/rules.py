@@ -31,26 +31,23 @@ from __future__ import annotations
 
 from hashlib import sha256
 
-from ..errors import (
-    BookMismatch,
-    ForeignStreamAhead,
-    LineAfterFinished,
-    LineBeforeHello,
-    LineOutsideStream,
-    LineRefused,
-    LineTooLong,
-    PayloadConflict,
-    SequenceGap,
-    StreamProblem,
-    UnsupportedVersion,
-    WrongKeys,
-)
+from ..errors import LineRefused, LineTooLong, UnsupportedVersion, WrongKeys
 from ..journal.decode import decode_line, decode_stream_line
 from ..journal.line import Line
 from ..journal.line_rules import reads_major
 from ..journal.reader import Hint
 from .batch import Batch, BatchHashes
 from .book_state import BookState, History, stream_position
+from .problems import (
+    ProblemRecord,
+    book_mismatch,
+    foreign_stream_ahead,
+    line_after_finished,
+    line_before_hello,
+    line_outside_stream,
+    payload_conflict,
+    sequence_gap,
+)
 from .replay import Replays
 from .runs import RunView, StateEffect
 from .views import (
@@ -61,7 +58,6 @@ from .views import (
     AttemptView,
     Mode,
     PassProblem,
-    ProblemRecord,
     state_for_problem,
 )
 
@@ -265,7 +261,7 @@ class StreamRules:
         if line.seq == attempt.last_seq + 1 and self._hole_before(attempt):
             # Read from its hello, the stream lacks seqs it once had: lines were lost.
             expected = self.seen_here + 1
-            self._problem(attempt, SequenceGap(expected_seq=expected, seq=line.seq, offset=offset))
+            self._problem(attempt, sequence_gap(expected_seq=expected, seq=line.seq, offset=offset))
         elif line.seq == attempt.last_seq + 1:
             self._apply(attempt, line, digest, offset, size)
         elif line.seq <= attempt.last_seq:
@@ -278,12 +274,12 @@ class StreamRules:
         elif attempt.state == "finished":  # nothing follows a finished, not even after a hole
             self._problem(
                 attempt,
-                LineAfterFinished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
+                line_after_finished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
             )
         else:
             self._problem(
                 attempt,
-                SequenceGap(expected_seq=attempt.last_seq + 1, seq=line.seq, offset=offset),
+                sequence_gap(expected_seq=attempt.last_seq + 1, seq=line.seq, offset=offset),
             )
 
     def _hole_before(self, attempt: AttemptView) -> bool:
@@ -295,9 +291,7 @@ class StreamRules:
         if line.type == "hello":
             self._hello(line, digest, offset, size)
         elif self.section is None:
-            self._book_problem(
-                LineBeforeHello("a line before any hello", seq=line.seq, offset=offset)
-            )
+            self._book_problem(line_before_hello(seq=line.seq, offset=offset, refused=None))
         else:  # a line of a foreign or stopped stream, skipped
             self._stopped_line(line, digest, offset, size)
 
@@ -325,23 +319,17 @@ class StreamRules:
             self._hello_unsupported(problem, digest, offset, size)
         elif self.section is None:
             self._book_problem(
-                LineBeforeHello(
-                    f"a line before any hello: {problem.detail}", seq=problem.seq, offset=offset
-                )
+                line_before_hello(seq=problem.seq, offset=offset, refused=problem.detail)
             )
         elif followed is not None and followed.state == "finished" and problem.seq is None:
             # Not certainly the finished stream's (not even its seq can be read): a later
             # stream's, or none. One whose seq can be read lies in the finished stream's part of
             # the file: a changed line of it, or a new seq after its end, and it is that stream's.
             self._book_problem(
-                LineOutsideStream(
-                    f"a line after a finished stream: {problem.detail}",
-                    seq=problem.seq,
-                    offset=offset,
-                )
+                line_outside_stream(seq=problem.seq, offset=offset, refused=problem.detail)
             )
         elif followed is not None and followed.state in FOLLOWED_STATES:
-            self._problem(followed, problem)
+            self._problem(followed, ProblemRecord.of(problem))
 
     def _hello_refused(
         self, problem: LineRefused, engine_run_id: str, offset: int, digest: bytes, size: int
@@ -363,7 +351,7 @@ class StreamRules:
             return  # the skipped hello, read again: a duplicate
         if attempt.stream_version is None:
             attempt.stream_version = problem.stream_version
-        self._problem(attempt, problem)
+        self._problem(attempt, ProblemRecord.of(problem))
 
     def _hello(self, line: Line, digest: bytes, offset: int, size: int) -> None:
         run_id: str = line.data["engine_run_id"]
@@ -383,7 +371,7 @@ class StreamRules:
             return
         self._first_sight(attempt, offset)
         if line.data["book_id"] != self.book.book_id:
-            self._problem(attempt, BookMismatch(offset=offset))
+            self._problem(attempt, book_mismatch(offset=offset))
             return
         # A process already reported gone (`exited`) stays so while its lines are read.
         attempt.state = "exited" if attempt.exit_status is not None else "active"
@@ -402,7 +390,7 @@ class StreamRules:
             return
         self._first_sight(attempt, offset)
         attempt.stream_version = problem.version
-        self._problem(attempt, problem)
+        self._problem(attempt, ProblemRecord.of(problem))
         self._state_effect(attempt, StateEffect("unsupported_version"))
 
     def _own_stream(self, engine_run_id: str, offset: int) -> AttemptView | None:
@@ -433,7 +421,7 @@ class StreamRules:
         for attempt in ours:
             if attempt.state == "parked" and attempt.error and attempt.error.offset == offset:
                 continue
-            self._problem(attempt, ForeignStreamAhead(offset=offset, engine_run_id=engine_run_id))
+            self._problem(attempt, foreign_stream_ahead(offset=offset, engine_run_id=engine_run_id))
 
     def _enter_section(self, engine_run_id: str, attempt: AttemptView | None) -> None:
         """A hello begins `engine_run_id`'s part of the file. An unfinished replay of the section
@@ -545,7 +533,7 @@ class StreamRules:
         if attempt.state == "finished":
             self._problem(
                 attempt,
-                LineAfterFinished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
+                line_after_finished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
             )
             return
         batch = self.batch
@@ -641,7 +629,7 @@ class StreamRules:
             return
         self._problem(
             attempt,
-            PayloadConflict(
+            payload_conflict(
                 seq=seq,
                 offset=offset,
                 applied_sha256=applied.hex() if applied is not None else "(none recorded)",
@@ -679,11 +667,11 @@ class StreamRules:
 
     # --- problems ---------------------------------------------------------------------------
 
-    def _problem(self, attempt: AttemptView, problem: StreamProblem) -> None:
+    def _problem(self, attempt: AttemptView, problem: ProblemRecord) -> None:
         """Record a stream problem on its attempt: it stops (or parks), with its evidence."""
         self.replays.stopped(attempt)
         attempt.state = state_for_problem(problem.kind)
-        attempt.error = ProblemRecord.of(problem)
+        attempt.error = problem
         self.batch.touch(attempt)
         self.problems.append(PassProblem(attempt.engine_run_id, problem.kind))
 
@@ -697,11 +685,11 @@ class StreamRules:
         self.book.error = None
         self.batch.book_changed = True
 
-    def _book_problem(self, problem: StreamProblem) -> None:
+    def _book_problem(self, problem: ProblemRecord) -> None:
         """A problem that belongs to no stream (a line before any hello): kept on the book."""
         self.book_problem_met = True
         if self.book.error is not None:
             return
-        self.book.error = ProblemRecord.of(problem)
+        self.book.error = problem
         self.batch.book_changed = True
         self.problems.append(PassProblem(None, problem.kind))

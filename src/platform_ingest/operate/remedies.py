@@ -34,9 +34,9 @@ from psycopg.types.json import Jsonb
 
 from ..decisions.runs import RunView, StateEffect
 from ..decisions.states import RunState
-from ..decisions.views import AWAITING_STATES, AttemptState, BookView, ProblemRecord, problem_json
+from ..decisions.problems import ProblemRecord, problem_json
+from ..decisions.views import AWAITING_STATES, AttemptState, BookView
 from ..errors import (
-    CompactedConflict,
     ConfigError,
     LineRefused,
     LineTooLong,
@@ -262,9 +262,7 @@ def skip_line(
                 + "; only a line that quarantined its stream (malformed, payload_conflict, "
                 "database_refused) can be skipped"
             )
-        if CompactedConflict.recorded(
-            error.kind, error.seq, error.detail, attempt["compacted_seq"] or 0
-        ):
+        if error.names_compacted_range(attempt["compacted_seq"] or 0):
             raise ConfigError(
                 f"stream {engine_run_id}'s conflict is of its compacted range (seqs 1.."
                 f"{error.seq}): a line of it changed, and which one is no longer known, so no "

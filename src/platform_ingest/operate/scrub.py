@@ -43,19 +43,21 @@ from typing import Any, Literal, Protocol
 
 from .._plain import plain
 from ..decisions.replay import REPLAY_WINDOW_SEQS
-from ..decisions.views import AttemptState, ProblemRecord
+from ..decisions.problems import (
+    ProblemRecord,
+    applied_line_missing,
+    compacted_conflict,
+    compacted_range_broken,
+    payload_conflict,
+)
+from ..decisions.views import AttemptState
 from ..errors import (
-    AppliedLineMissing,
-    CompactedConflict,
-    CompactedRangeBroken,
     DatabaseUnavailable,
     IngestError,
     JournalUnreadable,
     LineRefused,
     LineTooLong,
     NotFound,
-    PayloadConflict,
-    StreamProblem,
     UnsupportedVersion,
     WrongKeys,
 )
@@ -92,7 +94,7 @@ class Mismatch:
     """An applied line the journal no longer holds as it was applied."""
 
     engine_run_id: str
-    problem: StreamProblem
+    problem: ProblemRecord
     recorded: bool = False
     """True when this scrub quarantined the attempt with it."""
     state: AttemptState | None = None
@@ -101,7 +103,7 @@ class Mismatch:
     def as_json(self) -> dict[str, Any]:
         return {
             "engine_run_id": self.engine_run_id,
-            **ProblemRecord.of(self.problem).as_json(),
+            **self.problem.as_json(),
             "recorded": self.recorded,
             "state": self.state,
         }
@@ -491,7 +493,7 @@ class BookScrub:
         read = stream.digest.digest()
         if read != stream.compacted_sha256:
             kept = stream.compacted_sha256
-            problem = CompactedConflict(
+            problem = compacted_conflict(
                 last_seq=stream.compacted_seq,
                 offset=offset,
                 applied_sha256=kept.hex() if kept is not None else "(none)",
@@ -503,7 +505,7 @@ class BookScrub:
         """The applied `seq` is not where it must be: the line at `offset` stands there."""
         if seq <= stream.compacted_seq:
             kept = stream.compacted_sha256
-            problem: StreamProblem = CompactedRangeBroken(
+            problem = compacted_range_broken(
                 last_seq=stream.compacted_seq,
                 missing_seq=seq,
                 offset=offset,
@@ -523,10 +525,10 @@ class BookScrub:
                 self.report.unverified += stream.last_seq - stream.next_seq + 1
                 continue
             seq = stream.next_seq
-            problem: StreamProblem
+            problem: ProblemRecord
             if seq <= stream.compacted_seq:
                 kept = stream.compacted_sha256
-                problem = CompactedRangeBroken(
+                problem = compacted_range_broken(
                     last_seq=stream.compacted_seq,
                     missing_seq=seq,
                     offset=self._end,
@@ -534,7 +536,7 @@ class BookScrub:
                 )
             else:
                 applied = self._applied(stream, seq)
-                problem = AppliedLineMissing(
+                problem = applied_line_missing(
                     seq=seq,
                     applied_sha256=applied.hex() if applied is not None else "(none recorded)",
                     read_to=self._end,
@@ -542,7 +544,7 @@ class BookScrub:
             self._found(stream, problem)
         self.done = True
 
-    def _found(self, stream: _Stream, problem: StreamProblem) -> None:
+    def _found(self, stream: _Stream, problem: ProblemRecord) -> None:
         stream.done = True
         self._new.append(Mismatch(stream.engine_run_id, problem, state=stream.state))
 
@@ -566,7 +568,7 @@ class BookScrub:
             report.mismatches.append(mismatch)
             report.outcome = "mismatch"
             stream = self._streams[mismatch.engine_run_id]
-            record = ProblemRecord.of(mismatch.problem)
+            record = mismatch.problem
             if stream.state in RECORDABLE_STATES:
                 recorded = self.db.execute(
                     statements.ATTEMPT_QUARANTINE,
@@ -586,8 +588,8 @@ class BookScrub:
             )
 
 
-def _conflict(seq: int, offset: int, applied: bytes | None, digest: bytes) -> PayloadConflict:
-    return PayloadConflict(
+def _conflict(seq: int, offset: int, applied: bytes | None, digest: bytes) -> ProblemRecord:
+    return payload_conflict(
         seq=seq,
         offset=offset,
         applied_sha256=applied.hex() if applied is not None else "(none recorded)",
