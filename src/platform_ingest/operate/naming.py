@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..decisions.runs import RunView
 from ..decisions.problems import problem_json
+from ..decisions.runs import RunView
 from ..decisions.views import RELEASABLE_STATES, AttemptState
 from ..errors import ConfigError, NotFound
 from ..ingest.books import (

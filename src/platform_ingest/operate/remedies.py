@@ -32,9 +32,9 @@ from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
 
+from ..decisions.problems import ProblemRecord, problem_json
 from ..decisions.runs import RunView, StateEffect
 from ..decisions.states import RunState
-from ..decisions.problems import ProblemRecord, problem_json
 from ..decisions.views import AWAITING_STATES, AttemptState, BookView
 from ..errors import (
     ConfigError,

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .._plain import plain
-from ..decisions.replay import REPLAY_WINDOW_SEQS
 from ..decisions.problems import (
     ProblemRecord,
     applied_line_missing,
@@ -50,6 +49,7 @@ from ..decisions.problems import (
     compacted_range_broken,
     payload_conflict,
 )
+from ..decisions.replay import REPLAY_WINDOW_SEQS
 from ..decisions.views import AttemptState
 from ..errors import (
     DatabaseUnavailable,
