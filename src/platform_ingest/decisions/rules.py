@@ -31,11 +31,11 @@ from __future__ import annotations
 
 from hashlib import sha256
 
-from ..errors import LineRefused, LineTooLong, UnsupportedVersion, WrongKeys
-from ..journal.decode import decode_line, decode_stream_line
+from ..errors import LineRefused, LineTooLong, UnsupportedVersion
 from ..journal.line import Line
 from ..journal.line_rules import reads_major
 from ..journal.reader import Hint
+from ..journal.sections import read_line, stream_started
 from .batch import Batch, BatchHashes
 from .book_state import BookState, History, stream_position
 from .problems import (
@@ -168,19 +168,9 @@ class StreamRules:
         size = len(raw)
         digest = sha256(raw).digest()
         try:
-            line = decode_line(raw)
+            line = read_line(raw, self._section_version)
         except LineRefused as refused:
-            problem: LineRefused | None = refused
-            if isinstance(refused, WrongKeys):  # perhaps a newer minor's envelope key
-                followed = self.section_attempt
-                version = None if followed is None else followed.stream_version
-                try:
-                    line = decode_stream_line(raw, version)
-                    problem = None
-                except LineRefused as judged:
-                    problem = judged
-            if problem is not None:
-                return self._take_refused(offset, problem.at(offset), digest, size)
+            return self._take_refused(offset, refused.at(offset), digest, size)
         self.lines_read += 1
         followed = self.section_attempt
         if followed is None or line.type == "hello" or followed.state not in FOLLOWED_STATES:
@@ -195,6 +185,11 @@ class StreamRules:
             self.seen_here = line.seq
         return self._decided(offset, size, digest, line.seq)
 
+    def _section_version(self) -> str | None:
+        """The version of the stream whose part of the file the line at hand lies in."""
+        followed = self.section_attempt
+        return None if followed is None else followed.stream_version
+
     def _take_unread(self, offset: int, raw: bytes | LineTooLong) -> bool:
         """An over-long line the reader skipped (its bytes never gathered)."""
         assert isinstance(raw, LineTooLong)  # the reader yields nothing else
@@ -207,8 +202,9 @@ class StreamRules:
         """A complete line that did not decode (or was too long to)."""
         self.lines_read += 1
         followed = self.section_attempt
-        if problem.engine_run_id is not None and not isinstance(problem, UnsupportedVersion):
-            self._hello_refused(problem, problem.engine_run_id, offset, digest, size)
+        started = stream_started(problem)
+        if started is not None and not isinstance(problem, UnsupportedVersion):
+            self._hello_refused(problem, started, offset, digest, size)
         elif (
             followed is not None
             and followed.skips is not None
@@ -288,8 +284,9 @@ class StreamRules:
         return self.seen_here < attempt.last_seq
 
     def _other_line(self, line: Line, digest: bytes, offset: int, size: int) -> None:
-        if line.type == "hello":
-            self._hello(line, digest, offset, size)
+        started = stream_started(line)
+        if started is not None:
+            self._hello(line, started, digest, offset, size)
         elif self.section is None:
             self._book_problem(line_before_hello(seq=line.seq, offset=offset, refused=None))
         else:  # a line of a foreign or stopped stream, skipped
@@ -353,8 +350,7 @@ class StreamRules:
             attempt.stream_version = problem.stream_version
         self._problem(attempt, ProblemRecord.of(problem))
 
-    def _hello(self, line: Line, digest: bytes, offset: int, size: int) -> None:
-        run_id: str = line.data["engine_run_id"]
+    def _hello(self, line: Line, run_id: str, digest: bytes, offset: int, size: int) -> None:
         attempt = self._own_stream(run_id, offset)
         if attempt is not None and attempt.state == "disowned" and attempt.stream_index is None:
             # Disowned before its hello was read: it still takes its place in the file's order

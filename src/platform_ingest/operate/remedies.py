@@ -24,7 +24,6 @@ compare-and-set fails and it starts over from what the remedy left).
 from __future__ import annotations
 
 import getpass
-import hashlib
 import logging
 import os
 from dataclasses import dataclass
@@ -38,14 +37,12 @@ from ..decisions.states import RunState
 from ..decisions.views import AWAITING_STATES, AttemptState, BookView
 from ..errors import (
     ConfigError,
-    LineRefused,
-    LineTooLong,
     NotFound,
     ProblemKind,
 )
 from ..ingest.books import book_ref, register_book, remedied_book, require_stream_id
-from ..journal.decode import decode_line
 from ..journal.reader import JOURNAL_NAME, open_journal
+from ..journal.sections import SectionLine, line_at
 from ..store import statements
 from ..store.db import Database, Row
 
@@ -212,26 +209,13 @@ def report_exit(
 # --- remedies ------------------------------------------------------------------------------
 
 
-def _line_at(book_path: str, offset: int) -> tuple[bytes, int, int | None] | None:
-    """The sha256, length and seq (None when none can be read) of the complete line that starts
-    at `offset`, or None."""
+def _line_at(book_path: str, offset: int, stream_version: str | None) -> SectionLine | None:
+    """The complete line that starts at `offset`, read as a line of its stream, or None."""
     journal = open_journal(book_path)
     if journal is None:
         return None
     with journal:
-        for start, raw in journal.lines(offset):
-            if start != offset:
-                return None
-            if isinstance(raw, LineTooLong):
-                if raw.line_sha256 is None:
-                    return None
-                return raw.line_sha256, raw.size_bytes, None
-            try:
-                seq: int | None = decode_line(raw).seq
-            except LineRefused as refused:
-                seq = refused.seq
-            return hashlib.sha256(raw).digest(), len(raw), seq
-    return None
+        return line_at(journal.lines(offset), offset, stream_version=stream_version)
 
 
 def skip_line(
@@ -284,12 +268,12 @@ def skip_line(
                 )
         if error.offset is None:
             raise ConfigError("the quarantine names no byte offset: nothing to skip")
-        found = _line_at(book.path, error.offset)
-        if found is None:
+        found = _line_at(book.path, error.offset, attempt["stream_version"])
+        if found is None or found.sha256 is None:
             raise ConfigError(
                 f"no complete line starts at byte {error.offset} of the journal any more"
             )
-        digest, size, found_seq = found
+        digest, size, found_seq = found.sha256, found.size, found.seq
         if found_seq is not None and found_seq != seq:
             raise ConfigError(
                 f"the line at byte {error.offset} is seq {found_seq} now, not the quarantined seq "
