@@ -32,6 +32,7 @@ from __future__ import annotations
 from hashlib import sha256
 
 from ..errors import LineRefused, LineTooLong, UnsupportedVersion
+from ..journal.decode import decode_line
 from ..journal.line import Line
 from ..journal.line_rules import reads_major
 from ..journal.reader import Hint
@@ -168,9 +169,12 @@ class StreamRules:
         size = len(raw)
         digest = sha256(raw).digest()
         try:
-            line = read_line(raw, self._section_version)
-        except LineRefused as refused:
-            return self._take_refused(offset, refused.at(offset), digest, size)
+            line = decode_line(raw)  # the usual line, on the shortest path
+        except LineRefused:
+            try:  # perhaps a newer minor's line: read as a line of the stream it lies in
+                line = read_line(raw, self._section_version)
+            except LineRefused as refused:
+                return self._take_refused(offset, refused.at(offset), digest, size)
         self.lines_read += 1
         followed = self.section_attempt
         if followed is None or line.type == "hello" or followed.state not in FOLLOWED_STATES:

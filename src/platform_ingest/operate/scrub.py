@@ -2,9 +2,9 @@
 
 A pass reads only past its cursor, so a line changed in place after it was applied (same size, same
 file) would never be looked at again. The scrub reads the journal from byte 0 to its size when the
-scrub began, gives each line to the stream of the latest hello above it, and compares every line of
-an applied seq (a seq at most the attempt's `last_seq` when the scrub began) with what the platform
-kept of it (docs/platform/cursor.md):
+scrub began, gives each line to the stream of the latest hello above it that names one
+(`journal.sections`), and compares every line of an applied seq (a seq at most the attempt's
+`last_seq` when the scrub began) with what the platform kept of it (docs/platform/cursor.md):
 
 - a seq with its own hash (`line_hashes`): the line's sha256 must be that hash, or the one of a
   line an operator skipped at that seq;
@@ -59,12 +59,11 @@ from ..errors import (
     LineTooLong,
     NotFound,
     UnsupportedVersion,
-    WrongKeys,
 )
 from ..ingest.books import book_lock_key, book_ref, load_book
-from ..journal.decode import decode_line, decode_stream_line
 from ..journal.line import Line
 from ..journal.reader import Journal, open_journal
+from ..journal.sections import read_line, stream_started
 from ..store import statements
 from ..store.db import Database, Row
 
@@ -358,15 +357,16 @@ class BookScrub:
     # --- lines -------------------------------------------------------------------------------
 
     def _line(self, offset: int, size: int, digest: bytes, raw: bytes | None) -> None:
-        line, readable = self._decode(raw)
-        seq_read: int | None
-        if isinstance(readable, str):
-            self._section = self._streams.get(readable)  # a hello of a major not read here
-            seq_read = 1
-        else:
-            seq_read = readable
-            if line is not None and line.type == "hello":
-                self._section = self._streams.get(line.data["engine_run_id"])
+        line, refused = self._decode(raw)
+        judged = line if line is not None else refused
+        started = None if judged is None else stream_started(judged)
+        if started is not None:  # a hello that names its stream, read or refused, starts it
+            self._section = self._streams.get(started)
+        seq_read: int | None = None
+        if isinstance(refused, UnsupportedVersion):
+            seq_read = 1  # a hello of a major not read here
+        elif refused is not None:
+            seq_read = refused.seq
         owner = self._hellos.get(offset)
         if owner is not None and not owner.done and owner is not self._section:
             self._mismatch(owner, 1, offset, digest)  # its first hello is gone from its place
@@ -384,25 +384,16 @@ class BookScrub:
         else:
             self._unreadable(stream, offset, digest)
 
-    def _decode(self, raw: bytes | None) -> tuple[Line | None, int | str | None]:
-        """The line, or None and what of it could be read: its seq, or the stream id of a hello
-        of a major this reader does not speak."""
+    def _decode(self, raw: bytes | None) -> tuple[Line | None, LineRefused | None]:
+        """The line read as a line of the stream it lies in, or None and its refusal (None: a
+        line over the bound, never gathered)."""
         if raw is None:
             return None, None
+        stream = self._section
         try:
-            return decode_line(raw), None
-        except UnsupportedVersion as refused:
-            return None, refused.engine_run_id
-        except WrongKeys as refused:  # perhaps a newer minor's envelope key
-            stream = self._section
-            try:
-                return decode_stream_line(
-                    raw, None if stream is None else stream.stream_version
-                ), None
-            except LineRefused:
-                return None, refused.seq
+            return read_line(raw, lambda: None if stream is None else stream.stream_version), None
         except LineRefused as refused:
-            return None, refused.seq
+            return None, refused
 
     def _unreadable(self, stream: _Stream, offset: int, digest: bytes) -> None:
         """A line of no readable seq (or of the seq due, and unreadable) in a stream's part of the
