@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from hashlib import sha256
 
-from ..errors import LineRefused, LineTooLong, UnsupportedVersion
+from ..errors import LineRefused, LineTooLong, UnsupportedVersion, WrongKeys
 from ..journal.decode import decode_line
 from ..journal.line import Line
 from ..journal.line_rules import reads_major
@@ -170,11 +170,13 @@ class StreamRules:
         digest = sha256(raw).digest()
         try:
             line = decode_line(raw)  # the usual line, on the shortest path
-        except LineRefused:
-            try:  # perhaps a newer minor's line: read as a line of the stream it lies in
+        except WrongKeys:
+            try:  # perhaps a newer minor's envelope key: read as a line of the stream it lies in
                 line = read_line(raw, self._section_version)
             except LineRefused as refused:
                 return self._take_refused(offset, refused.at(offset), digest, size)
+        except LineRefused as refused:
+            return self._take_refused(offset, refused.at(offset), digest, size)
         self.lines_read += 1
         followed = self.section_attempt
         if followed is None or line.type == "hello" or followed.state not in FOLLOWED_STATES:
