@@ -4,6 +4,10 @@ A pass reads each book's `events.jsonl` and applies every event's effect exactly
 Postgres: the effects and the attempt's cursor `(engine_run_id, seq)` commit in one transaction.
 `platform_ingest` never imports the engine's package; the two meet only in the file format and the
 shared test vectors.
+
+The names here are what a host needs: a database, a sweep of one book or a worker over roots, the
+schema's migration, a book's reference in logs, and the errors a caller catches. Every error is in
+`platform_ingest.errors`; a projection's interface is `platform_ingest.projections`.
 """
 
 import importlib
@@ -11,161 +15,58 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._version import __version__
-    from .decisions.exit_codes import ExitCode, ExitReading, read_exit_code
     from .errors import (
-        BookMismatch,
-        BookPathConflict,
-        BookPathNotStorable,
         ConfigError,
-        CursorMoved,
         DatabaseError,
-        DatabaseRefusesWrites,
         DatabaseTimeout,
         DatabaseUnavailable,
-        DataRefused,
         EmbeddedServerError,
-        EngineLive,
-        ForeignStreamAhead,
-        HelloNotFirst,
         IngestError,
-        InvalidJson,
-        InvalidUtf8,
-        JournalMissing,
-        JournalNotRegular,
-        JournalOutsideRoots,
         JournalUnreadable,
-        LineAfterFinished,
-        LineBeforeHello,
-        LineOutOfPlace,
-        LineOutsideStream,
-        LineRefused,
-        LineTooLong,
-        MalformedLine,
-        MoneyNotInteger,
-        NestingTooDeep,
-        NotAnObject,
         NotFound,
-        NotUtf8Path,
-        PathOutsideRoots,
-        PayloadConflict,
         ProjectionFailed,
         ProjectionInvalid,
-        ProjectionStatementRefused,
-        RepairError,
         SchemaTooNew,
         SchemaTooOld,
-        SequenceGap,
-        StatusUnreadable,
-        StreamDisowned,
-        StreamNotSeen,
-        StreamProblem,
-        UnsupportedVersion,
-        WrongType,
     )
-    from .ingest.book_pass import BookPass, PassReport, sweep_book
-    from .ingest.books import book_ref, register_book
-    from .ingest.rebuild import RebuildReport, Unreplayable, rebuild
-    from .journal.decode import decode_line
-    from .journal.line import Line
-    from .journal.line_rules import LINE_BYTES_MAX, NESTING_DEPTH_MAX
+    from .ingest.book_pass import PassReport, sweep_book
+    from .ingest.books import book_ref
     from .store.db import Database, DatabaseSettings
-    from .store.schema import migrate, schema_version
+    from .store.schema import migrate
     from .worker.loop import Worker, WorkerSettings
 
 __all__ = [
-    "LINE_BYTES_MAX",
-    "NESTING_DEPTH_MAX",
-    "BookMismatch",
-    "BookPass",
-    "BookPathConflict",
-    "BookPathNotStorable",
     "ConfigError",
-    "CursorMoved",
-    "DataRefused",
     "Database",
     "DatabaseError",
-    "DatabaseRefusesWrites",
     "DatabaseSettings",
     "DatabaseTimeout",
     "DatabaseUnavailable",
     "EmbeddedServerError",
-    "EngineLive",
-    "ExitCode",
-    "ExitReading",
-    "ForeignStreamAhead",
-    "HelloNotFirst",
     "IngestError",
-    "InvalidJson",
-    "InvalidUtf8",
-    "JournalMissing",
-    "JournalNotRegular",
-    "JournalOutsideRoots",
     "JournalUnreadable",
-    "Line",
-    "LineAfterFinished",
-    "LineBeforeHello",
-    "LineOutOfPlace",
-    "LineOutsideStream",
-    "LineRefused",
-    "LineTooLong",
-    "MalformedLine",
-    "MoneyNotInteger",
-    "NestingTooDeep",
-    "NotAnObject",
     "NotFound",
-    "NotUtf8Path",
     "PassReport",
-    "PathOutsideRoots",
-    "PayloadConflict",
     "ProjectionFailed",
     "ProjectionInvalid",
-    "ProjectionStatementRefused",
-    "RebuildReport",
-    "RepairError",
     "SchemaTooNew",
     "SchemaTooOld",
-    "SequenceGap",
-    "StatusUnreadable",
-    "StreamDisowned",
-    "StreamNotSeen",
-    "StreamProblem",
-    "Unreplayable",
-    "UnsupportedVersion",
     "Worker",
     "WorkerSettings",
-    "WrongType",
     "__version__",
     "book_ref",
-    "decode_line",
     "migrate",
-    "read_exit_code",
-    "rebuild",
-    "register_book",
-    "schema_version",
     "sweep_book",
 ]
 
 
 _SUBMODULES = {
-    "LINE_BYTES_MAX": "journal.line_rules",
-    "NESTING_DEPTH_MAX": "journal.line_rules",
-    "Line": "journal.line",
-    "decode_line": "journal.decode",
     "book_ref": "ingest.books",
-    "register_book": "ingest.books",
     "Database": "store.db",
     "DatabaseSettings": "store.db",
-    "ExitCode": "decisions.exit_codes",
-    "ExitReading": "decisions.exit_codes",
-    "read_exit_code": "decisions.exit_codes",
-    "BookPass": "ingest.book_pass",
     "PassReport": "ingest.book_pass",
     "sweep_book": "ingest.book_pass",
-    "RebuildReport": "ingest.rebuild",
-    "Unreplayable": "ingest.rebuild",
-    "rebuild": "ingest.rebuild",
     "migrate": "store.schema",
-    "schema_version": "store.schema",
     "Worker": "worker.loop",
     "WorkerSettings": "worker.loop",
     "__version__": "_version",

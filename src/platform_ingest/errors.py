@@ -11,32 +11,24 @@
      │    ├── JournalMissing                   gone while an attempt awaits its lines
      │    ├── JournalNotRegular                a FIFO, socket, device, directory or symlink
      │    └── JournalOutsideRoots              the book directory was swapped or moved
-     ├── StreamProblem                         a problem of the journal, recorded on an attempt
-     │    ├── LineRefused (ValueError)         a line no 1.x reader may accept
-     │    │    ├── MalformedLine               kind "malformed"
-     │    │    │    ├── InvalidUtf8
-     │    │    │    ├── InvalidJson            not JSON, NaN, a byte-order mark, a carriage return
-     │    │    │    │    ├── NotCompact        whitespace outside strings
-     │    │    │    │    └── DuplicateKey      a key twice in one object, at any depth
-     │    │    │    ├── NotAnObject
-     │    │    │    │    └── WrongKeys         keys other than seq, type, time, data in that order
-     │    │    │    ├── NulCharacter           U+0000 in a string or key (Postgres cannot store it)
-     │    │    │    ├── LineTooLong            over 1 MiB with its newline (read in bounded memory)
-     │    │    │    ├── NestingTooDeep
-     │    │    │    ├── WrongType              a field of the wrong type or range
-     │    │    │    │    └── StringTooLong     a known string over its bound in UTF-8 bytes
-     │    │    │    ├── MoneyNotInteger        money that is not a non-negative JSON integer
-     │    │    │    ├── IntegerTooWide         an integer past signed 64 bits, anywhere in the line
-     │    │    │    └── HelloNotFirst          a hello that is not seq 1
-     │    │    └── UnsupportedVersion          kind "unsupported_version": a major other than 1
-     │    ├── LineOutOfPlace                   kind "malformed": a line where no line may stand
-     │    │    ├── LineBeforeHello             a line before any hello in the file
-     │    │    ├── LineOutsideStream           an unreadable line after a finished stream
-     │    │    └── LineAfterFinished           a new seq of a stream after its finished
-     │    ├── PayloadConflict                  kind "payload_conflict": same seq, other bytes
-     │    ├── SequenceGap                      kind "gap": lines were lost
-     │    ├── BookMismatch                     kind "book_mismatch": a hello of another book
-     │    └── ForeignStreamAhead               kind "foreign_stream_ahead": the pass parks
+     ├── StreamProblem                         a problem the decoder finds in one line
+     │    └── LineRefused (ValueError)         a line no 1.x reader may accept
+     │         ├── MalformedLine               kind "malformed"
+     │         │    ├── InvalidUtf8
+     │         │    ├── InvalidJson            not JSON, NaN, a byte-order mark, a carriage return
+     │         │    │    ├── NotCompact        whitespace outside strings
+     │         │    │    └── DuplicateKey      a key twice in one object, at any depth
+     │         │    ├── NotAnObject
+     │         │    │    └── WrongKeys         keys other than seq, type, time, data in that order
+     │         │    ├── NulCharacter           U+0000 in a string or key (Postgres cannot store it)
+     │         │    ├── LineTooLong            over 1 MiB with its newline (read in bounded memory)
+     │         │    ├── NestingTooDeep
+     │         │    ├── WrongType              a field of the wrong type or range
+     │         │    │    └── StringTooLong     a known string over its bound in UTF-8 bytes
+     │         │    ├── MoneyNotInteger        money that is not a non-negative JSON integer
+     │         │    ├── IntegerTooWide         an integer past signed 64 bits, anywhere in the line
+     │         │    └── HelloNotFirst          a hello that is not seq 1
+     │         └── UnsupportedVersion          kind "unsupported_version": a major other than 1
      ├── DatabaseError                         Postgres said no (translated in `db`, by SQLSTATE)
      │    ├── DataRefused                      a book's value Postgres cannot store (22, 23, 54)
      │    ├── DatabaseUnavailable (ConnectionError)   connection lost or refused: retryable
@@ -56,8 +48,10 @@
           └── StreamDisowned                   the engine's latest stream was disowned
 
 A `StreamProblem` carries fields, not only a message: `kind` (the name `show` prints), `seq` (None
-when the line has none), `offset` (the byte offset where the offending line starts) and, for a
-conflict, both sha256 hashes. Messages never hold money amounts.
+when the line has none) and `offset` (the byte offset where the offending line starts). Messages
+never hold money amounts. What the rules find from a line's place or from the cursor (a gap, a
+conflict, a line out of place, another book's hello, a foreign stream ahead) is never raised: it
+is a record (`decisions.problems.ProblemRecord`), built where it is found.
 
 An error is built whole and never changed once made: what a later step knows (the offset of a
 line the decoder refused, the events a projection failed on, the line a refusal of Postgres
@@ -77,7 +71,7 @@ StreamProblemKind = Literal[
     "book_mismatch",
     "foreign_stream_ahead",
 ]
-"""The kinds of a `StreamProblem`: what the rules find in a journal's lines."""
+"""The kinds of a problem of a journal's lines: what the decoder and the rules find in them."""
 BookProblemKind = Literal[
     "journal_missing",
     "journal_unreadable",
@@ -185,7 +179,8 @@ class JournalOutsideRoots(JournalUnreadable):
 
 
 class StreamProblem(IngestError):
-    """A problem of the journal itself. It is state, recorded on the attempt (or the book).
+    """A problem the decoder finds in one line: raised, caught by whoever reads the line, and
+    kept as state, a record on the attempt or the book (`decisions.problems.ProblemRecord.of`).
 
     `kind` is the error kind `show` prints; `seq` is None when the line has none; `offset` is the
     byte offset where the offending line starts (set by the reader when the decoder does not know).
@@ -348,36 +343,6 @@ class HelloNotFirst(MalformedLine):
         self.engine_run_id = engine_run_id
 
 
-class LineOutOfPlace(StreamProblem):
-    """A line where no line of it may stand, whether it decodes or not: before any hello, after
-    a finished stream. Found by the rules from the line's place in the file, never by the
-    decoder (which sees one line). Shown as kind "malformed", as a line no reader may accept."""
-
-    kind: ClassVar[StreamProblemKind] = "malformed"
-
-
-class LineBeforeHello(LineOutOfPlace):
-    """A line of a stream before any hello in the file: it belongs to no stream."""
-
-
-class LineOutsideStream(LineOutOfPlace):
-    """A line that cannot be read, after a finished stream and before the next hello: it belongs
-    to no stream we can name, and a finished stream is never changed by it."""
-
-
-class LineAfterFinished(LineOutOfPlace):
-    """A new seq of a stream after its `finished`, which is the last line of a stream: applying
-    it would reopen a completed run (a `ceiling` pausing it, a `spend` adding money)."""
-
-    def __init__(self, *, seq: int, finished_seq: int, offset: int) -> None:
-        super().__init__(
-            f"seq {seq} comes after the stream's finished (seq {finished_seq})",
-            seq=seq,
-            offset=offset,
-        )
-        self.finished_seq = finished_seq
-
-
 class UnsupportedVersion(LineRefused):
     """A hello of a stream major this reader does not speak: the whole stream is refused."""
 
@@ -392,126 +357,6 @@ class UnsupportedVersion(LineRefused):
         self.engine_run_id = engine_run_id
         self.stream_version = version
         self.book_id = book_id
-
-
-class PayloadConflict(StreamProblem):
-    """A line repeats an applied seq with other bytes. Quarantined, never retried."""
-
-    kind = "payload_conflict"
-
-    def __init__(self, *, seq: int, offset: int, applied_sha256: str, line_sha256: str) -> None:
-        super().__init__(
-            f"seq {seq} was applied with sha256 {applied_sha256}; this line has sha256 "
-            f"{line_sha256}",
-            seq=seq,
-            offset=offset,
-        )
-        self.applied_sha256 = applied_sha256
-        self.line_sha256 = line_sha256
-
-
-class CompactedConflict(PayloadConflict):
-    """Lines of a compacted range, read again, do not hash to the digest kept for it: some line of
-    seqs 1..`last_seq` changed, which one is no longer known (its own hash was compacted away)."""
-
-    DETAIL_START = "seqs 1.."
-    """How its detail begins: the mark by which a recorded conflict is known to name no single
-    line (`skip` refuses it: a skip passes one line, and this conflict is of the whole range)."""
-
-    def __init__(self, *, last_seq: int, offset: int, applied_sha256: str, read_sha256: str):
-        StreamProblem.__init__(
-            self,
-            f"{self.DETAIL_START}{last_seq} were compacted to the digest {applied_sha256}; the lines read "
-            f"again hash to {read_sha256} (a line of them changed; which one is no longer known)",
-            seq=last_seq,
-            offset=offset,
-        )
-        self.applied_sha256 = applied_sha256
-        self.line_sha256 = read_sha256
-
-    @classmethod
-    def recorded(cls, kind: str, seq: int | None, detail: str, compacted_seq: int) -> bool:
-        """True when a recorded problem (an attempt's error) is a conflict of its compacted
-        range, not of one line."""
-        return (
-            kind == cls.kind
-            and compacted_seq > 0
-            and seq == compacted_seq
-            and detail.startswith(f"{cls.DETAIL_START}{compacted_seq} ")
-        )
-
-
-class CompactedRangeBroken(CompactedConflict):
-    """A scrub of the journal that holds a compacted range did not find one of its seqs as it was
-    applied (missing, out of order, unreadable): a line changed or was cut away. Its detail begins
-    as a `CompactedConflict`'s: no single line can be skipped."""
-
-    def __init__(self, *, last_seq: int, missing_seq: int, offset: int, applied_sha256: str):
-        StreamProblem.__init__(
-            self,
-            f"{self.DETAIL_START}{last_seq} were compacted to the digest {applied_sha256}; the "
-            f"journal no longer holds seq {missing_seq} of them as it was applied (found at byte "
-            f"{offset}; a line of them changed or was cut away)",
-            seq=last_seq,
-            offset=offset,
-        )
-        self.applied_sha256 = applied_sha256
-        self.line_sha256 = "(not found)"
-        self.missing_seq = missing_seq
-
-
-class AppliedLineMissing(PayloadConflict):
-    """A scrub read the whole journal and met no line of an applied seq with the bytes applied
-    there: it changed past recognition or was cut away. No line is named (`offset` None), so none
-    can be skipped: the journal put back and `release`, or `abandon`."""
-
-    def __init__(self, *, seq: int, applied_sha256: str, read_to: int) -> None:
-        StreamProblem.__init__(
-            self,
-            f"seq {seq} was applied with sha256 {applied_sha256}; the journal holds no line of "
-            f"seq {seq} with those bytes before byte {read_to} (it changed, or was cut away)",
-            seq=seq,
-            offset=None,
-        )
-        self.applied_sha256 = applied_sha256
-        self.line_sha256 = "(not found)"
-
-
-class SequenceGap(StreamProblem):
-    """A line skips seqs: lines were lost, nothing after the hole is applied."""
-
-    kind = "gap"
-
-    def __init__(self, *, expected_seq: int, seq: int, offset: int) -> None:
-        super().__init__(f"expected seq {expected_seq}, found seq {seq}", seq=seq, offset=offset)
-        self.expected_seq = expected_seq
-
-
-class BookMismatch(StreamProblem):
-    """A hello names another book than the one this directory is registered for."""
-
-    kind = "book_mismatch"
-
-    def __init__(self, *, offset: int) -> None:
-        super().__init__(
-            "the hello's book_id is not the book this directory is registered for",
-            seq=1,
-            offset=offset,
-        )
-
-
-class ForeignStreamAhead(StreamProblem):
-    """A hello of a stream not named for this book, after our own lines: the pass stops on it."""
-
-    kind = "foreign_stream_ahead"
-
-    def __init__(self, *, offset: int, engine_run_id: str) -> None:
-        super().__init__(
-            f"stream {engine_run_id} is not named for this book; waiting for it to be named",
-            seq=1,
-            offset=offset,
-        )
-        self.engine_run_id = engine_run_id
 
 
 class DatabaseError(IngestError):

@@ -10,9 +10,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from platform_ingest import BookPass, Database, register_book
+from platform_ingest import Database
 from platform_ingest.ingest import apply as _apply
 from platform_ingest.ingest.apply import SealedBatch
+from platform_ingest.ingest.book_pass import BookPass
+from platform_ingest.ingest.books import register_book
 from platform_ingest.journal.decode import LINE_BYTES_MAX
 from platform_journals import hello, line, only_run, progress, spend, sweep, unit_done, write
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from platform_ingest import BookPass, Database, PassReport, register_book
+from platform_ingest import Database, PassReport
+from platform_ingest.ingest.book_pass import BookPass
+from platform_ingest.ingest.books import register_book
 from platform_journals import RUN_A, append, attempts, hello, only_run, unit_done, write
 
 pytestmark = pytest.mark.postgres

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from platform_ingest import CursorMoved, Database, DataRefused
+from platform_ingest import Database
+from platform_ingest.errors import CursorMoved, DataRefused
 from platform_ingest.store import statements as _sql
 from platform_ingest.store.copy_data import copy_data
 from platform_journals import (

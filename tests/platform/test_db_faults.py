@@ -15,7 +15,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from platform_ingest import BookPass, Database, DatabaseSettings, migrate, register_book
+from platform_ingest import Database, DatabaseSettings, migrate
+from platform_ingest.ingest.book_pass import BookPass
+from platform_ingest.ingest.books import register_book
 from platform_ingest.worker.loop import Worker, WorkerSettings
 from platform_journals import (
     RUN_A,

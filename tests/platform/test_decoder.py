@@ -14,36 +14,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from platform_ingest import (
-    LINE_BYTES_MAX,
+from platform_ingest.errors import (
+    DuplicateKey,
     HelloNotFirst,
+    IntegerTooWide,
     InvalidJson,
     InvalidUtf8,
+    LineRefused,
     LineTooLong,
+    MalformedLine,
     MoneyNotInteger,
     NestingTooDeep,
     NotAnObject,
-    UnsupportedVersion,
-    WrongType,
-    decode_line,
-)
-from platform_ingest.errors import (
-    DuplicateKey,
-    IntegerTooWide,
-    LineRefused,
-    MalformedLine,
     NotCompact,
     NulCharacter,
     StringTooLong,
+    UnsupportedVersion,
     WrongKeys,
+    WrongType,
 )
 from platform_ingest.journal import decode as _decode
 from platform_ingest.journal import memo as _memo
 from platform_ingest.journal import reader as _journal
-from platform_ingest.journal.decode import MEMO
+from platform_ingest.journal.decode import MEMO, decode_line
 from platform_ingest.journal.hint import Hint
 from platform_ingest.journal.line import Line
-from platform_ingest.journal.line_rules import IDENTIFIER_BYTES_MAX, TEXT_BYTES_MAX
+from platform_ingest.journal.line_rules import IDENTIFIER_BYTES_MAX, LINE_BYTES_MAX, TEXT_BYTES_MAX
 from platform_ingest.journal.memo import DecoderMemo
 from platform_ingest.journal.precise import decode_precisely
 from platform_ingest.journal.reader import Journal, complete_lines, file_identity

@@ -3,24 +3,30 @@
 A later step that learns more about a failure (the offset of a line the decoder refused, the
 events a projection failed on, the line a refusal of Postgres belongs to) makes a new error of
 the same class; the one it caught stays as it was, since a log, a test or a report may hold it.
+
+What the rules, the replay of a compacted range and the scrub find is no error: a record
+(`decisions.problems`), built where it is found, whose kind, seq, offset and detail are what
+Postgres keeps and `show` prints.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from platform_ingest import errors
+from platform_ingest.decisions import problems
+from platform_ingest.decisions.problems import ProblemRecord
 from platform_ingest.decisions.views import state_for_problem
 from platform_ingest.errors import (
     DataRefused,
-    LineAfterFinished,
-    LineBeforeHello,
-    LineOutOfPlace,
-    LineOutsideStream,
     LineRefused,
     ProjectionFailed,
     ProjectionStatementRefused,
@@ -52,24 +58,102 @@ SAMPLES: dict[type[StreamProblem], StreamProblem] = {
     errors.UnsupportedVersion: errors.UnsupportedVersion(
         "2.0", engine_run_id="r-1", book_id="b", seq=1
     ),
-    errors.LineOutOfPlace: errors.LineOutOfPlace("out of place", seq=3),
-    errors.LineBeforeHello: errors.LineBeforeHello("a line before any hello", seq=3),
-    errors.LineOutsideStream: errors.LineOutsideStream("after a finished stream"),
-    errors.LineAfterFinished: errors.LineAfterFinished(seq=9, finished_seq=8, offset=40),
-    errors.PayloadConflict: errors.PayloadConflict(
-        seq=3, offset=40, applied_sha256=H, line_sha256=H[::-1]
-    ),
-    errors.CompactedConflict: errors.CompactedConflict(
-        last_seq=8, offset=40, applied_sha256=H, read_sha256=H[::-1]
-    ),
-    errors.CompactedRangeBroken: errors.CompactedRangeBroken(
-        last_seq=8, missing_seq=5, offset=40, applied_sha256=H
-    ),
-    errors.AppliedLineMissing: errors.AppliedLineMissing(seq=5, applied_sha256=H, read_to=400),
-    errors.SequenceGap: errors.SequenceGap(expected_seq=4, seq=6, offset=40),
-    errors.BookMismatch: errors.BookMismatch(offset=0),
-    errors.ForeignStreamAhead: errors.ForeignStreamAhead(offset=0, engine_run_id="r-2"),
 }
+"""One of each error the decoder raises (the problems found from a line's own bytes)."""
+
+H2 = H[::-1]
+RECORDS: dict[str, tuple[ProblemRecord, tuple[str, int | None, int | None, str]]] = {
+    "sequence_gap": (
+        problems.sequence_gap(expected_seq=4, seq=6, offset=40),
+        ("gap", 6, 40, "expected seq 4, found seq 6"),
+    ),
+    "payload_conflict": (
+        problems.payload_conflict(seq=3, offset=40, applied_sha256=H, line_sha256=H2),
+        (
+            "payload_conflict",
+            3,
+            40,
+            f"seq 3 was applied with sha256 {H}; this line has sha256 {H2}",
+        ),
+    ),
+    "compacted_conflict": (
+        problems.compacted_conflict(last_seq=8, offset=40, applied_sha256=H, read_sha256=H2),
+        (
+            "payload_conflict",
+            8,
+            40,
+            f"seqs 1..8 were compacted to the digest {H}; the lines read again hash to {H2} (a "
+            "line of them changed; which one is no longer known)",
+        ),
+    ),
+    "compacted_range_broken": (
+        problems.compacted_range_broken(last_seq=8, missing_seq=5, offset=40, applied_sha256=H),
+        (
+            "payload_conflict",
+            8,
+            40,
+            f"seqs 1..8 were compacted to the digest {H}; the journal no longer holds seq 5 of them "
+            "as it was applied (found at byte 40; a line of them changed or was cut away)",
+        ),
+    ),
+    "applied_line_missing": (
+        problems.applied_line_missing(seq=5, applied_sha256=H, read_to=400),
+        (
+            "payload_conflict",
+            5,
+            None,
+            f"seq 5 was applied with sha256 {H}; the journal holds no line of seq 5 with those "
+            "bytes before byte 400 (it changed, or was cut away)",
+        ),
+    ),
+    "book_mismatch": (
+        problems.book_mismatch(offset=0),
+        (
+            "book_mismatch",
+            1,
+            0,
+            "the hello's book_id is not the book this directory is registered for",
+        ),
+    ),
+    "foreign_stream_ahead": (
+        problems.foreign_stream_ahead(offset=0, engine_run_id="r-2"),
+        (
+            "foreign_stream_ahead",
+            1,
+            0,
+            "stream r-2 is not named for this book; waiting for it to be named",
+        ),
+    ),
+    "line_before_hello": (
+        problems.line_before_hello(seq=3, offset=0, refused=None),
+        ("malformed", 3, 0, "a line before any hello"),
+    ),
+    "line_outside_stream": (
+        problems.line_outside_stream(seq=None, offset=90, refused="not JSON"),
+        ("malformed", None, 90, "a line after a finished stream: not JSON"),
+    ),
+    "line_after_finished": (
+        problems.line_after_finished(seq=9, finished_seq=8, offset=40),
+        ("malformed", 9, 40, "seq 9 comes after the stream's finished (seq 8)"),
+    ),
+}
+"""One of each problem the rules, the replay and the scrub find, with what Postgres keeps of it
+and `show` prints (kind, seq, offset, detail), to the byte."""
+OUT_OF_PLACE = ("line_before_hello", "line_outside_stream", "line_after_finished")
+REMOVED = (
+    "LineOutOfPlace",
+    "LineBeforeHello",
+    "LineOutsideStream",
+    "LineAfterFinished",
+    "PayloadConflict",
+    "CompactedConflict",
+    "CompactedRangeBroken",
+    "AppliedLineMissing",
+    "SequenceGap",
+    "BookMismatch",
+    "ForeignStreamAhead",
+)
+"""The exceptions these problems once were, made only to be stored."""
 
 
 def _subclasses(root: type[StreamProblem]) -> Iterator[type[StreamProblem]]:
@@ -149,15 +233,106 @@ def test_a_projection_failure_known_to_be_on_some_events_is_a_new_error(
     assert (failure.attempt_id, failure.engine_run_id, failure.seq) == (None, None, None)
 
 
-@pytest.mark.parametrize("kind", [LineBeforeHello, LineOutsideStream, LineAfterFinished])
-def test_a_line_out_of_place_is_not_a_line_refused(kind: type[StreamProblem]) -> None:
+@pytest.mark.parametrize("builder", OUT_OF_PLACE)
+def test_a_line_out_of_place_is_not_a_line_refused(builder: str) -> None:
     """A line before any hello, after a finished stream, or a new seq after its finished is
-    found by the rules from the line's place, never by the decoder: its own branch, shown and
-    stopped as a malformed line is."""
-    assert issubclass(kind, LineOutOfPlace)
-    assert not issubclass(kind, LineRefused)
-    assert kind.kind == "malformed"
-    assert state_for_problem(kind.kind) == "quarantined"
+    found by the rules from the line's place, never by the decoder: a record, not a refusal,
+    shown and stopped as a malformed line is."""
+    record, _ = RECORDS[builder]
+    assert type(record) is ProblemRecord
+    assert not isinstance(record, LineRefused)
+    assert record.kind == "malformed"
+    assert state_for_problem(record.kind) == "quarantined"
+
+
+# -- the problems found from a line's place or the cursor: records, never raised ----------------
+
+
+def _builders() -> set[str]:
+    """The functions of `decisions.problems` that build a problem's record."""
+    return {
+        name
+        for name, function in inspect.getmembers(problems, inspect.isfunction)
+        if function.__module__ == problems.__name__
+        and inspect.signature(function).return_annotation == "ProblemRecord"
+    }
+
+
+def test_every_problem_builder_has_a_sample_here() -> None:
+    """A new kind of problem is held by the tests below too: it needs a sample in `RECORDS`."""
+    assert _builders() == set(RECORDS)
+
+
+@pytest.mark.parametrize("builder", sorted(RECORDS))
+def test_a_problem_keeps_the_kind_seq_offset_and_detail_shown(builder: str) -> None:
+    """What Postgres stores and `show` prints of each problem, to the byte."""
+    record, stored = RECORDS[builder]
+    assert record.as_params() == stored
+    kind, seq, offset, detail = stored
+    assert record.as_json() == {"kind": kind, "seq": seq, "offset": offset, "detail": detail}
+    row = {"error_kind": kind, "error_seq": seq, "error_offset": offset, "error_detail": detail}
+    assert ProblemRecord.from_row(row) == record
+
+
+@pytest.mark.parametrize("builder", sorted(RECORDS))
+def test_a_problem_is_never_changed_once_made(builder: str) -> None:
+    record, stored = RECORDS[builder]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.detail = "changed"  # type: ignore[misc]
+    assert record.as_params() == stored
+
+
+def test_only_what_the_decoder_refuses_is_an_exception() -> None:
+    """Every `StreamProblem` is raised by the decoder and caught by the reader of the line (a
+    `LineRefused`); what is found from a line's place or from the cursor is a record. The
+    exceptions those problems once were are gone."""
+    found = set(_subclasses(StreamProblem)) - {StreamProblem}
+    assert found, "the decoder's refusals are StreamProblems"
+    assert [kind.__name__ for kind in found if not issubclass(kind, LineRefused)] == []
+    assert [name for name in REMOVED if hasattr(errors, name)] == []
+
+
+def test_a_refused_line_becomes_the_record_of_its_problem() -> None:
+    refused = errors.WrongType("seq", "an integer >= 1", seq=3).at(40)
+    assert ProblemRecord.of(refused).as_params() == (
+        "malformed",
+        3,
+        40,
+        "seq must be an integer >= 1",
+    )
+
+
+_hash = st.text("0123456789abcdef", min_size=64, max_size=64)
+
+
+@given(st.integers(1, 2**62), st.integers(0, 2**62), _hash, _hash, st.integers(0, 2**62))
+def test_only_a_problem_of_a_whole_compacted_range_names_it(
+    last_seq: int, offset: int, applied: str, read: str, other_seq: int
+) -> None:
+    """`skip` passes one line: a problem of a compacted range (which line of it changed is no
+    longer known) names the range, so that no skip is offered for it; a conflict of one line,
+    even at the range's last seq, names none."""
+    whole = [
+        problems.compacted_conflict(
+            last_seq=last_seq, offset=offset, applied_sha256=applied, read_sha256=read
+        ),
+        problems.compacted_range_broken(
+            last_seq=last_seq, missing_seq=1, offset=offset, applied_sha256=applied
+        ),
+    ]
+    one_line = [
+        problems.payload_conflict(
+            seq=last_seq, offset=offset, applied_sha256=applied, line_sha256=read
+        ),
+        problems.applied_line_missing(seq=last_seq, applied_sha256=applied, read_to=offset),
+    ]
+    for record in whole:
+        assert record.names_compacted_range(last_seq)
+        assert not record.names_compacted_range(0)
+        if other_seq != last_seq:
+            assert not record.names_compacted_range(other_seq)
+    for record in one_line:
+        assert not record.names_compacted_range(last_seq)
 
 
 # -- the rule held over the code --------------------------------------------------------------

@@ -21,19 +21,18 @@ from typing import Any
 import psycopg
 import pytest
 
-from platform_ingest import (
-    BookPass,
+from platform_ingest import Database, DatabaseUnavailable
+from platform_ingest.cli.main import main
+from platform_ingest.errors import (
     BookPathConflict,
-    Database,
-    DatabaseUnavailable,
     DataRefused,
     JournalNotRegular,
     JournalOutsideRoots,
     NotUtf8Path,
     StreamNotSeen,
-    register_book,
 )
-from platform_ingest.cli.main import main
+from platform_ingest.ingest.book_pass import BookPass
+from platform_ingest.ingest.books import register_book
 from platform_ingest.operate.naming import name_stream
 from platform_ingest.operate.repair import repair_book
 from platform_ingest.operate.show import show_state

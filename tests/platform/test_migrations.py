@@ -10,12 +10,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from platform_ingest import Database, migrate, schema_version
+from platform_ingest import Database, migrate
 from platform_ingest.decisions.states import RUN_STATES, STOP_KINDS
 from platform_ingest.decisions.views import ATTEMPT_STATES
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.show import show_state
 from platform_ingest.store import migrations
+from platform_ingest.store.schema import schema_version
 from platform_journals import RUN_A, finished, hello, spend, sweep, unit_done, write
 
 pytestmark = pytest.mark.postgres

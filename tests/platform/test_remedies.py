@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from platform_ingest import ConfigError, Database, NotFound, StreamDisowned
+from platform_ingest import ConfigError, Database, NotFound
 from platform_ingest.cli.main import main
+from platform_ingest.errors import StreamDisowned
 from platform_ingest.operate.naming import name_stream
 from platform_ingest.operate.remedies import abandon_attempt, disown_stream, report_exit, skip_line
 from platform_ingest.operate.repair import repair_book

@@ -25,7 +25,9 @@ from typing import Any
 
 import pytest
 
-from platform_ingest import BookPass, Database, register_book
+from platform_ingest import Database
+from platform_ingest.ingest.book_pass import BookPass
+from platform_ingest.ingest.books import register_book
 from platform_ingest.operate.naming import name_stream, release_attempt
 from platform_ingest.operate.remedies import (
     abandon_attempt,

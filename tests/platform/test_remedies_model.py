@@ -77,10 +77,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from platform_ingest import BookPass, ConfigError, Database, IngestError, NotFound, register_book
+from platform_ingest import ConfigError, Database, IngestError, NotFound
 from platform_ingest.cli.main import main
 from platform_ingest.errors import RepairError
-from platform_ingest.ingest.book_pass import Mode
+from platform_ingest.ingest.book_pass import BookPass, Mode
+from platform_ingest.ingest.books import register_book
 from platform_ingest.ingest.rebuild import rebuild
 from platform_ingest.operate import remedies
 from platform_ingest.operate.compact import compact_quiet

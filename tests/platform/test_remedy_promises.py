@@ -14,8 +14,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from platform_ingest import BookPass, ConfigError, Database, JournalMissing, NotFound
+from platform_ingest import ConfigError, Database, NotFound
 from platform_ingest.cli.main import main
+from platform_ingest.errors import JournalMissing
+from platform_ingest.ingest.book_pass import BookPass
 from platform_ingest.ingest.rebuild import rebuild
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.naming import name_stream, release_attempt

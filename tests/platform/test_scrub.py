@@ -196,6 +196,32 @@ def test_an_untouched_book_of_several_streams_is_clean(
     )
 
 
+@pytest.mark.parametrize("refused", ["not seq 1", "a key after data"])
+def test_a_refused_hello_that_names_its_stream_starts_it_for_the_scrub_too(
+    db: Database,
+    fresh_dsn: str,
+    make_book: MakeBook,
+    capsys: pytest.CaptureFixture[str],
+    refused: str,
+) -> None:
+    """A hello the decoder refuses but whose stream can be read starts that stream, for the scrub
+    as for the pass: its lines are not the finished stream's before it, and nothing of that
+    stream is taken for a changed line."""
+    book = make_book("book-1")
+    b = _stream(RUN_B, "book-1", 5)
+    if refused == "not seq 1":
+        bad_hello = b[0].replace(b'{"seq":1,', b'{"seq":2,', 1)
+    else:
+        bad_hello = b[0].replace(b"}}\n", b'},"x":1}\n', 1)
+    write(book, *_stream(RUN_A, "book-1", 6), bad_hello, *b[1:])
+    sweep(db, book)
+    states = {run: attempt["state"] for run, attempt in attempts(db, book).items()}
+    assert states == {RUN_A: "finished", RUN_B: "quarantined"}
+    code, report = _scrub(fresh_dsn, book, capsys)
+    assert (code, report["outcome"], report["mismatches"]) == (0, "clean", [])
+    assert attempts(db, book)[RUN_A]["state"] == "finished"
+
+
 def test_a_compacted_range_changed_in_place_is_found_by_its_digest(
     db: Database, sql: Sql, make_book: MakeBook
 ) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from platform_ingest import Database, register_book
+from platform_ingest import Database
 from platform_ingest.cli.exit_status import Exit
 from platform_ingest.cli.main import main
-from platform_ingest.ingest.books import book_ref
+from platform_ingest.ingest.books import book_ref, register_book
 from platform_journals import RUN_B, append, hello, spend, sweep, unit_done, write
 
 pytestmark = pytest.mark.postgres

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from platform_ingest import Database, LineRefused, decode_line
+from platform_ingest import Database
 from platform_ingest.decisions.exit_codes import REFUSAL_BAND, ExitCode, code_name, read_exit_code
+from platform_ingest.errors import LineRefused
+from platform_ingest.journal.decode import decode_line
 from platform_journals import book_state, sweep
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"

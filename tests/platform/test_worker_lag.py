@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from platform_ingest import Database, register_book
+from platform_ingest import Database
 from platform_ingest.errors import ConfigError
+from platform_ingest.ingest.books import register_book
 from platform_ingest.operate import lag as lag_module
 from platform_ingest.store import statements as _sql
 from platform_ingest.worker.loop import Worker, WorkerSettings

@@ -45,7 +45,9 @@ from engine_events.testing import (
     materialize,
     reference_engine,
 )
-from platform_ingest import BookPass, Database, register_book
+from platform_ingest import Database
+from platform_ingest.ingest.book_pass import BookPass
+from platform_ingest.ingest.books import register_book
 from platform_journals import dsn_for
 from seam_model import STATS, PostgresFaults, applied_prefix, expected_runs, observed_runs
 from seam_model import sha256 as line_sha256

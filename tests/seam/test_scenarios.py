@@ -36,7 +36,9 @@ from engine_events.testing import (
     SimulatedCrash,
     reference_engine,
 )
-from platform_ingest import BookPass, Database, register_book
+from platform_ingest import Database
+from platform_ingest.ingest.book_pass import BookPass
+from platform_ingest.ingest.books import register_book
 from platform_ingest.operate.show import show_state
 from seam_model import STATS
 

@@ -57,9 +57,11 @@ from engine_events.testing import (
     EngineWorld,
     SimulatedCrash,
 )
-from platform_ingest import BookPass, Database, DatabaseError, register_book
+from platform_ingest import Database, DatabaseError
 from platform_ingest.decisions.views import compacted_digest
 from platform_ingest.ingest.apply import CommitHook
+from platform_ingest.ingest.book_pass import BookPass
+from platform_ingest.ingest.books import register_book
 from platform_ingest.operate.compact import compact_quiet
 from seam_model import (
     COMMIT_FAULTS,

@@ -40,8 +40,10 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 
-from platform_ingest import BookPass, Database, DatabaseError, register_book, sweep_book
+from platform_ingest import Database, DatabaseError, sweep_book
 from platform_ingest.errors import ProjectionFailed
+from platform_ingest.ingest.book_pass import BookPass
+from platform_ingest.ingest.books import register_book
 from platform_ingest.ingest.projection_step import install
 from platform_ingest.operate.show import show_state
 from platform_ingest.projections import Event, ProjectionSession

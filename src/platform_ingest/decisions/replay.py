@@ -14,8 +14,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CompactedConflict, PayloadConflict, StreamProblem
 from ..journal.hint import Hint
+from .problems import ProblemRecord, compacted_conflict, payload_conflict
 from .views import AttemptView
 
 REPLAY_WINDOW_SEQS = 4096
@@ -63,14 +63,14 @@ class Replays:
         *,
         start: Hint,
         start_section: str | None,
-    ) -> StreamProblem | None:
+    ) -> ProblemRecord | None:
         """A line of the attempt's compacted range (seqs 1..compacted_seq), read again at
         `offset`; `start` and `start_section` are where its replay begins, if this line begins
         one. None: a duplicate.
 
         Read in seq order from seq 1, the range's lines build its digest: when the last one is
-        read, a digest that differs is a `CompactedConflict`. A repeat of a seq read in the last
-        `REPLAY_WINDOW_SEQS` is compared with that copy (a `PayloadConflict` when it differs).
+        read, a digest that differs is a `compacted_conflict`. A repeat of a seq read in the last
+        `REPLAY_WINDOW_SEQS` is compared with that copy (a `payload_conflict` when it differs).
         What cannot be compared (a repeat further back, a range met from its middle or left
         before its end) is an unverified duplicate, never a conflict.
         """
@@ -95,7 +95,7 @@ class Replays:
             self.unverified += 1
             return None
         if seen != digest:
-            return PayloadConflict(
+            return payload_conflict(
                 seq=seq, offset=offset, applied_sha256=seen.hex(), line_sha256=digest.hex()
             )
         return None
@@ -121,7 +121,7 @@ class Replays:
         replay = self.open
         return self.unverified + (0 if replay is None else replay.next_seq - 1)
 
-    def _judge(self, attempt: AttemptView, replay: Replay, offset: int) -> StreamProblem | None:
+    def _judge(self, attempt: AttemptView, replay: Replay, offset: int) -> ProblemRecord | None:
         """The whole compacted range was read again: its digest must be the one kept."""
         replay.judgeable = False
         self.open = None
@@ -129,7 +129,7 @@ class Replays:
         if read == attempt.compacted_sha256:
             return None
         kept = attempt.compacted_sha256
-        return CompactedConflict(
+        return compacted_conflict(
             last_seq=attempt.compacted_seq,
             offset=offset,
             applied_sha256=kept.hex() if kept is not None else "(none)",

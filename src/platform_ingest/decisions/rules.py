@@ -31,26 +31,24 @@ from __future__ import annotations
 
 from hashlib import sha256
 
-from ..errors import (
-    BookMismatch,
-    ForeignStreamAhead,
-    LineAfterFinished,
-    LineBeforeHello,
-    LineOutsideStream,
-    LineRefused,
-    LineTooLong,
-    PayloadConflict,
-    SequenceGap,
-    StreamProblem,
-    UnsupportedVersion,
-    WrongKeys,
-)
-from ..journal.decode import decode_line, decode_stream_line
+from ..errors import LineRefused, LineTooLong, UnsupportedVersion, WrongKeys
+from ..journal.decode import decode_line
 from ..journal.hint import Hint
 from ..journal.line import Line
 from ..journal.line_rules import reads_major
+from ..journal.sections import read_line, stream_started
 from .batch import Batch, BatchHashes
 from .book_state import BookState, History, stream_position
+from .problems import (
+    ProblemRecord,
+    book_mismatch,
+    foreign_stream_ahead,
+    line_after_finished,
+    line_before_hello,
+    line_outside_stream,
+    payload_conflict,
+    sequence_gap,
+)
 from .replay import Replays
 from .runs import RunView, StateEffect
 from .views import (
@@ -61,7 +59,6 @@ from .views import (
     AttemptView,
     Mode,
     PassProblem,
-    ProblemRecord,
     state_for_problem,
 )
 
@@ -172,19 +169,14 @@ class StreamRules:
         size = len(raw)
         digest = sha256(raw).digest()
         try:
-            line = decode_line(raw)
+            line = decode_line(raw)  # the usual line, on the shortest path
+        except WrongKeys:
+            try:  # perhaps a newer minor's envelope key: read as a line of the stream it lies in
+                line = read_line(raw, self._section_version)
+            except LineRefused as refused:
+                return self._take_refused(offset, refused.at(offset), digest, size)
         except LineRefused as refused:
-            problem: LineRefused | None = refused
-            if isinstance(refused, WrongKeys):  # perhaps a newer minor's envelope key
-                followed = self.section_attempt
-                version = None if followed is None else followed.stream_version
-                try:
-                    line = decode_stream_line(raw, version)
-                    problem = None
-                except LineRefused as judged:
-                    problem = judged
-            if problem is not None:
-                return self._take_refused(offset, problem.at(offset), digest, size)
+            return self._take_refused(offset, refused.at(offset), digest, size)
         self.lines_read += 1
         followed = self.section_attempt
         if followed is None or line.type == "hello" or followed.state not in FOLLOWED_STATES:
@@ -199,6 +191,11 @@ class StreamRules:
             self.seen_here = line.seq
         return self._decided(offset, size, digest, line.seq)
 
+    def _section_version(self) -> str | None:
+        """The version of the stream whose part of the file the line at hand lies in."""
+        followed = self.section_attempt
+        return None if followed is None else followed.stream_version
+
     def _take_unread(self, offset: int, raw: bytes | LineTooLong) -> bool:
         """An over-long line the reader skipped (its bytes never gathered)."""
         assert isinstance(raw, LineTooLong)  # the reader yields nothing else
@@ -211,8 +208,9 @@ class StreamRules:
         """A complete line that did not decode (or was too long to)."""
         self.lines_read += 1
         followed = self.section_attempt
-        if problem.engine_run_id is not None and not isinstance(problem, UnsupportedVersion):
-            self._hello_refused(problem, problem.engine_run_id, offset, digest, size)
+        started = stream_started(problem)
+        if started is not None and not isinstance(problem, UnsupportedVersion):
+            self._hello_refused(problem, started, offset, digest, size)
         elif (
             followed is not None
             and followed.skips is not None
@@ -265,7 +263,7 @@ class StreamRules:
         if line.seq == attempt.last_seq + 1 and self._hole_before(attempt):
             # Read from its hello, the stream lacks seqs it once had: lines were lost.
             expected = self.seen_here + 1
-            self._problem(attempt, SequenceGap(expected_seq=expected, seq=line.seq, offset=offset))
+            self._problem(attempt, sequence_gap(expected_seq=expected, seq=line.seq, offset=offset))
         elif line.seq == attempt.last_seq + 1:
             self._apply(attempt, line, digest, offset, size)
         elif line.seq <= attempt.last_seq:
@@ -278,12 +276,12 @@ class StreamRules:
         elif attempt.state == "finished":  # nothing follows a finished, not even after a hole
             self._problem(
                 attempt,
-                LineAfterFinished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
+                line_after_finished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
             )
         else:
             self._problem(
                 attempt,
-                SequenceGap(expected_seq=attempt.last_seq + 1, seq=line.seq, offset=offset),
+                sequence_gap(expected_seq=attempt.last_seq + 1, seq=line.seq, offset=offset),
             )
 
     def _hole_before(self, attempt: AttemptView) -> bool:
@@ -292,12 +290,11 @@ class StreamRules:
         return self.seen_here < attempt.last_seq
 
     def _other_line(self, line: Line, digest: bytes, offset: int, size: int) -> None:
-        if line.type == "hello":
-            self._hello(line, digest, offset, size)
+        started = stream_started(line)
+        if started is not None:
+            self._hello(line, started, digest, offset, size)
         elif self.section is None:
-            self._book_problem(
-                LineBeforeHello("a line before any hello", seq=line.seq, offset=offset)
-            )
+            self._book_problem(line_before_hello(seq=line.seq, offset=offset, refused=None))
         else:  # a line of a foreign or stopped stream, skipped
             self._stopped_line(line, digest, offset, size)
 
@@ -325,23 +322,17 @@ class StreamRules:
             self._hello_unsupported(problem, digest, offset, size)
         elif self.section is None:
             self._book_problem(
-                LineBeforeHello(
-                    f"a line before any hello: {problem.detail}", seq=problem.seq, offset=offset
-                )
+                line_before_hello(seq=problem.seq, offset=offset, refused=problem.detail)
             )
         elif followed is not None and followed.state == "finished" and problem.seq is None:
             # Not certainly the finished stream's (not even its seq can be read): a later
             # stream's, or none. One whose seq can be read lies in the finished stream's part of
             # the file: a changed line of it, or a new seq after its end, and it is that stream's.
             self._book_problem(
-                LineOutsideStream(
-                    f"a line after a finished stream: {problem.detail}",
-                    seq=problem.seq,
-                    offset=offset,
-                )
+                line_outside_stream(seq=problem.seq, offset=offset, refused=problem.detail)
             )
         elif followed is not None and followed.state in FOLLOWED_STATES:
-            self._problem(followed, problem)
+            self._problem(followed, ProblemRecord.of(problem))
 
     def _hello_refused(
         self, problem: LineRefused, engine_run_id: str, offset: int, digest: bytes, size: int
@@ -363,10 +354,9 @@ class StreamRules:
             return  # the skipped hello, read again: a duplicate
         if attempt.stream_version is None:
             attempt.stream_version = problem.stream_version
-        self._problem(attempt, problem)
+        self._problem(attempt, ProblemRecord.of(problem))
 
-    def _hello(self, line: Line, digest: bytes, offset: int, size: int) -> None:
-        run_id: str = line.data["engine_run_id"]
+    def _hello(self, line: Line, run_id: str, digest: bytes, offset: int, size: int) -> None:
         attempt = self._own_stream(run_id, offset)
         if attempt is not None and attempt.state == "disowned" and attempt.stream_index is None:
             # Disowned before its hello was read: it still takes its place in the file's order
@@ -383,7 +373,7 @@ class StreamRules:
             return
         self._first_sight(attempt, offset)
         if line.data["book_id"] != self.book.book_id:
-            self._problem(attempt, BookMismatch(offset=offset))
+            self._problem(attempt, book_mismatch(offset=offset))
             return
         # A process already reported gone (`exited`) stays so while its lines are read.
         attempt.state = "exited" if attempt.exit_status is not None else "active"
@@ -402,7 +392,7 @@ class StreamRules:
             return
         self._first_sight(attempt, offset)
         attempt.stream_version = problem.version
-        self._problem(attempt, problem)
+        self._problem(attempt, ProblemRecord.of(problem))
         self._state_effect(attempt, StateEffect("unsupported_version"))
 
     def _own_stream(self, engine_run_id: str, offset: int) -> AttemptView | None:
@@ -433,7 +423,7 @@ class StreamRules:
         for attempt in ours:
             if attempt.state == "parked" and attempt.error and attempt.error.offset == offset:
                 continue
-            self._problem(attempt, ForeignStreamAhead(offset=offset, engine_run_id=engine_run_id))
+            self._problem(attempt, foreign_stream_ahead(offset=offset, engine_run_id=engine_run_id))
 
     def _enter_section(self, engine_run_id: str, attempt: AttemptView | None) -> None:
         """A hello begins `engine_run_id`'s part of the file. An unfinished replay of the section
@@ -545,7 +535,7 @@ class StreamRules:
         if attempt.state == "finished":
             self._problem(
                 attempt,
-                LineAfterFinished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
+                line_after_finished(seq=line.seq, finished_seq=attempt.last_seq, offset=offset),
             )
             return
         batch = self.batch
@@ -641,7 +631,7 @@ class StreamRules:
             return
         self._problem(
             attempt,
-            PayloadConflict(
+            payload_conflict(
                 seq=seq,
                 offset=offset,
                 applied_sha256=applied.hex() if applied is not None else "(none recorded)",
@@ -679,11 +669,11 @@ class StreamRules:
 
     # --- problems ---------------------------------------------------------------------------
 
-    def _problem(self, attempt: AttemptView, problem: StreamProblem) -> None:
+    def _problem(self, attempt: AttemptView, problem: ProblemRecord) -> None:
         """Record a stream problem on its attempt: it stops (or parks), with its evidence."""
         self.replays.stopped(attempt)
         attempt.state = state_for_problem(problem.kind)
-        attempt.error = ProblemRecord.of(problem)
+        attempt.error = problem
         self.batch.touch(attempt)
         self.problems.append(PassProblem(attempt.engine_run_id, problem.kind))
 
@@ -697,11 +687,11 @@ class StreamRules:
         self.book.error = None
         self.batch.book_changed = True
 
-    def _book_problem(self, problem: StreamProblem) -> None:
+    def _book_problem(self, problem: ProblemRecord) -> None:
         """A problem that belongs to no stream (a line before any hello): kept on the book."""
         self.book_problem_met = True
         if self.book.error is not None:
             return
-        self.book.error = ProblemRecord.of(problem)
+        self.book.error = problem
         self.batch.book_changed = True
         self.problems.append(PassProblem(None, problem.kind))

@@ -20,8 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from ..errors import BookProblemKind, ProblemKind, StreamProblem
+from ..errors import BookProblemKind, ProblemKind
 from ..journal.hint import Hint
+from .problems import ProblemRecord
 from .runs import RunView
 
 Mode = Literal["auto", "named"]
@@ -103,36 +104,6 @@ class PassProblem:
         """As `sweep --json` prints it: `"<engine_run_id>: <kind>"` or `"(book): <kind>"`."""
         where = "(book)" if self.engine_run_id is None else self.engine_run_id
         return f"{where}: {self.kind}"
-
-
-@dataclass(frozen=True, slots=True)
-class ProblemRecord:
-    """The evidence kept for a stream problem (`show` prints kind, seq, offset, detail)."""
-
-    kind: ProblemKind
-    seq: int | None
-    offset: int | None
-    detail: str
-
-    @classmethod
-    def of(cls, problem: StreamProblem) -> ProblemRecord:
-        return cls(problem.kind, problem.seq, problem.offset, problem.detail)
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> ProblemRecord | None:
-        if row["error_kind"] is None:
-            return None
-        return cls(row["error_kind"], row["error_seq"], row["error_offset"], row["error_detail"])
-
-    def as_json(self) -> dict[str, Any]:
-        """As `show --json` prints it: {"kind", "seq", "offset", "detail"}."""
-        return {"kind": self.kind, "seq": self.seq, "offset": self.offset, "detail": self.detail}
-
-
-def problem_json(row: dict[str, Any]) -> dict[str, Any] | None:
-    """A row's problem as `show --json` prints it: null, or `ProblemRecord.as_json`."""
-    record = ProblemRecord.from_row(row)
-    return None if record is None else record.as_json()
 
 
 def compacted_digest(line_hashes: Iterable[bytes]) -> bytes:

@@ -48,8 +48,9 @@ from typing import Any, Literal
 import orjson
 
 from ..decisions.batch import Batch
+from ..decisions.problems import ProblemRecord
 from ..decisions.runs import RunChanges, RunView, progress_json
-from ..decisions.views import AttemptView, BookView, CursorAdvance, ProblemRecord, ScanAdvance
+from ..decisions.views import AttemptView, BookView, CursorAdvance, ScanAdvance
 from ..errors import CursorMoved, DataRefused
 from ..journal.hint import Hint
 from ..journal.line import Line

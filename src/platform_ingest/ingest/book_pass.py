@@ -37,6 +37,7 @@ from typing import Protocol
 from .._plain import counted, plain
 from ..decisions.batch import BatchHashes
 from ..decisions.book_state import BookState
+from ..decisions.problems import ProblemRecord
 from ..decisions.rules import StreamRules
 from ..decisions.runs import RunView
 from ..decisions.views import (
@@ -48,7 +49,6 @@ from ..decisions.views import (
     BookView,
     Mode,
     PassProblem,
-    ProblemRecord,
     awaits_lines,
 )
 from ..errors import (

@@ -46,13 +46,12 @@ from ..errors import (
     CursorMoved,
     JournalMissing,
     JournalUnreadable,
-    LineRefused,
     LineTooLong,
     ProjectionInvalid,
 )
-from ..journal.decode import decode_stream_line
 from ..journal.line import Line
 from ..journal.reader import Journal, open_journal
+from ..journal.sections import section_lines
 from ..projections import Event, Projection, ProjectionSession, check_projections
 from ..store import statements
 from ..store.db import Database, Row
@@ -215,23 +214,12 @@ class _StreamLines:
     def _own_lines(self, start: int) -> Iterator[tuple[int | None, bytes, Line | None]]:
         """(seq, raw, decoded line) of each line in this stream's sections, from `start`; a
         line that does not decode comes as (None, raw, None): an operator may have skipped it."""
-        section: str | None = None
-        for _, raw in self.journal.lines(start):
-            if isinstance(raw, LineTooLong):
-                continue
-            try:
-                ours = section == self.engine_run_id
-                line = decode_stream_line(raw, self.stream_version if ours else None)
-            except LineRefused as refused:
-                if refused.engine_run_id is not None:  # a malformed hello starts its stream
-                    section = refused.engine_run_id
-                if section == self.engine_run_id:
-                    yield None, raw, None
-                continue
-            if line.type == "hello":
-                section = line.data.get("engine_run_id")
-            if section == self.engine_run_id:
-                yield line.seq, raw, line
+        own, version = self.engine_run_id, self.stream_version
+        for found in section_lines(
+            self.journal.lines(start), version_of=lambda stream: version if stream == own else None
+        ):
+            if found.stream == own and not isinstance(found.raw, LineTooLong):
+                yield (None if found.line is None else found.line.seq), found.raw, found.line
 
     def verify_compacted(self) -> bool:
         """The first line of each seq 1..compacted_seq, in this stream's sections, hash to the

@@ -19,7 +19,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..decisions.views import BookView, problem_json
+from ..decisions.problems import problem_json
+from ..decisions.views import BookView
 from ..errors import ConfigError, NotFound
 from ..ingest.books import book_lock_key, book_ref, find_book
 from ..store import statements

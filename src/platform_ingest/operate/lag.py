@@ -29,7 +29,9 @@ from typing import Any, Literal
 import orjson
 
 from ..decisions.views import LIVE_STATES, AttemptState, awaits_lines
-from ..journal.reader import JOURNAL_NAME, file_identity
+from ..errors import LineTooLong
+from ..journal.reader import JOURNAL_NAME, complete_lines, file_identity
+from ..journal.sections import line_at
 from ..store import statements
 from ..store.db import Database, Row
 
@@ -216,9 +218,13 @@ def hello_time(path: Path, offset: int) -> datetime | None:
         return None
     finally:
         os.close(fd)
-    line, newline, _ = head.partition(b"\n")
+    # The line that starts there, as every reader cuts lines; its time is read however else the
+    # hello may be wrong (`show` gives a waiting stream's age, whatever a pass refused in it).
+    hello = line_at(complete_lines(lambda size, at: head[at - offset :][:size], offset), offset)
+    if hello is None or isinstance(hello.raw, LineTooLong):
+        return None
     try:
-        value = orjson.loads(line) if newline else None
+        value = orjson.loads(hello.raw)
         time = value["time"] if isinstance(value, dict) and value.get("type") == "hello" else None
         found = datetime.fromisoformat(time) if isinstance(time, str) else None
     except (orjson.JSONDecodeError, ValueError):

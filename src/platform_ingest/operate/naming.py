@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from ..decisions.problems import problem_json
 from ..decisions.runs import RunView
-from ..decisions.views import RELEASABLE_STATES, AttemptState, problem_json
+from ..decisions.views import RELEASABLE_STATES, AttemptState
 from ..errors import ConfigError, NotFound
 from ..ingest.books import (
     book_ref,

@@ -24,27 +24,24 @@ compare-and-set fails and it starts over from what the remedy left).
 from __future__ import annotations
 
 import getpass
-import hashlib
 import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..decisions.problems import ProblemRecord, problem_json
 from ..decisions.runs import RunView, StateEffect
 from ..decisions.states import RunState
-from ..decisions.views import AWAITING_STATES, AttemptState, BookView, ProblemRecord, problem_json
+from ..decisions.views import AWAITING_STATES, AttemptState, BookView
 from ..errors import (
-    CompactedConflict,
     ConfigError,
-    LineRefused,
-    LineTooLong,
     NotFound,
     ProblemKind,
 )
 from ..ingest.apply import run_params
 from ..ingest.books import book_ref, register_book, remedied_book, require_stream_id
-from ..journal.decode import decode_line
 from ..journal.reader import JOURNAL_NAME, open_journal
+from ..journal.sections import SectionLine, line_at
 from ..store import statements
 from ..store.db import Database, Row
 from ..store.driver import jsonb
@@ -212,26 +209,13 @@ def report_exit(
 # --- remedies ------------------------------------------------------------------------------
 
 
-def _line_at(book_path: str, offset: int) -> tuple[bytes, int, int | None] | None:
-    """The sha256, length and seq (None when none can be read) of the complete line that starts
-    at `offset`, or None."""
+def _line_at(book_path: str, offset: int, stream_version: str | None) -> SectionLine | None:
+    """The complete line that starts at `offset`, read as a line of its stream, or None."""
     journal = open_journal(book_path)
     if journal is None:
         return None
     with journal:
-        for start, raw in journal.lines(offset):
-            if start != offset:
-                return None
-            if isinstance(raw, LineTooLong):
-                if raw.line_sha256 is None:
-                    return None
-                return raw.line_sha256, raw.size_bytes, None
-            try:
-                seq: int | None = decode_line(raw).seq
-            except LineRefused as refused:
-                seq = refused.seq
-            return hashlib.sha256(raw).digest(), len(raw), seq
-    return None
+        return line_at(journal.lines(offset), offset, stream_version=stream_version)
 
 
 def skip_line(
@@ -262,9 +246,7 @@ def skip_line(
                 + "; only a line that quarantined its stream (malformed, payload_conflict, "
                 "database_refused) can be skipped"
             )
-        if CompactedConflict.recorded(
-            error.kind, error.seq, error.detail, attempt["compacted_seq"] or 0
-        ):
+        if error.names_compacted_range(attempt["compacted_seq"] or 0):
             raise ConfigError(
                 f"stream {engine_run_id}'s conflict is of its compacted range (seqs 1.."
                 f"{error.seq}): a line of it changed, and which one is no longer known, so no "
@@ -286,12 +268,12 @@ def skip_line(
                 )
         if error.offset is None:
             raise ConfigError("the quarantine names no byte offset: nothing to skip")
-        found = _line_at(book.path, error.offset)
-        if found is None:
+        found = _line_at(book.path, error.offset, attempt["stream_version"])
+        if found is None or found.sha256 is None:
             raise ConfigError(
                 f"no complete line starts at byte {error.offset} of the journal any more"
             )
-        digest, size, found_seq = found
+        digest, size, found_seq = found.sha256, found.size, found.seq
         if found_seq is not None and found_seq != seq:
             raise ConfigError(
                 f"the line at byte {error.offset} is seq {found_seq} now, not the quarantined seq "

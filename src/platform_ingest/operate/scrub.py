@@ -2,9 +2,9 @@
 
 A pass reads only past its cursor, so a line changed in place after it was applied (same size, same
 file) would never be looked at again. The scrub reads the journal from byte 0 to its size when the
-scrub began, gives each line to the stream of the latest hello above it, and compares every line of
-an applied seq (a seq at most the attempt's `last_seq` when the scrub began) with what the platform
-kept of it (docs/platform/cursor.md):
+scrub began, gives each line to the stream of the latest hello above it that names one
+(`journal.sections`), and compares every line of an applied seq (a seq at most the attempt's
+`last_seq` when the scrub began) with what the platform kept of it (docs/platform/cursor.md):
 
 - a seq with its own hash (`line_hashes`): the line's sha256 must be that hash, or the one of a
   line an operator skipped at that seq;
@@ -42,28 +42,29 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .._plain import plain
+from ..decisions.problems import (
+    ProblemRecord,
+    applied_line_missing,
+    compacted_conflict,
+    compacted_range_broken,
+    payload_conflict,
+)
 from ..decisions.replay import REPLAY_WINDOW_SEQS
-from ..decisions.views import AttemptState, ProblemRecord
+from ..decisions.views import AttemptState
 from ..errors import (
-    AppliedLineMissing,
-    CompactedConflict,
-    CompactedRangeBroken,
     DatabaseUnavailable,
     IngestError,
     JournalUnreadable,
     LineRefused,
     LineTooLong,
     NotFound,
-    PayloadConflict,
-    StreamProblem,
     UnsupportedVersion,
-    WrongKeys,
 )
 from ..ingest.apply import problem_params
 from ..ingest.books import book_lock_key, book_ref, load_book
-from ..journal.decode import decode_line, decode_stream_line
 from ..journal.line import Line
 from ..journal.reader import Journal, open_journal
+from ..journal.sections import read_line, stream_started
 from ..store import statements
 from ..store.db import Database, Row
 
@@ -93,7 +94,7 @@ class Mismatch:
     """An applied line the journal no longer holds as it was applied."""
 
     engine_run_id: str
-    problem: StreamProblem
+    problem: ProblemRecord
     recorded: bool = False
     """True when this scrub quarantined the attempt with it."""
     state: AttemptState | None = None
@@ -102,7 +103,7 @@ class Mismatch:
     def as_json(self) -> dict[str, Any]:
         return {
             "engine_run_id": self.engine_run_id,
-            **ProblemRecord.of(self.problem).as_json(),
+            **self.problem.as_json(),
             "recorded": self.recorded,
             "state": self.state,
         }
@@ -357,15 +358,16 @@ class BookScrub:
     # --- lines -------------------------------------------------------------------------------
 
     def _line(self, offset: int, size: int, digest: bytes, raw: bytes | None) -> None:
-        line, readable = self._decode(raw)
-        seq_read: int | None
-        if isinstance(readable, str):
-            self._section = self._streams.get(readable)  # a hello of a major not read here
-            seq_read = 1
-        else:
-            seq_read = readable
-            if line is not None and line.type == "hello":
-                self._section = self._streams.get(line.data["engine_run_id"])
+        line, refused = self._decode(raw)
+        judged = line if line is not None else refused
+        started = None if judged is None else stream_started(judged)
+        if started is not None:  # a hello that names its stream, read or refused, starts it
+            self._section = self._streams.get(started)
+        seq_read: int | None = None
+        if isinstance(refused, UnsupportedVersion):
+            seq_read = 1  # a hello of a major not read here
+        elif refused is not None:
+            seq_read = refused.seq
         owner = self._hellos.get(offset)
         if owner is not None and not owner.done and owner is not self._section:
             self._mismatch(owner, 1, offset, digest)  # its first hello is gone from its place
@@ -383,25 +385,16 @@ class BookScrub:
         else:
             self._unreadable(stream, offset, digest)
 
-    def _decode(self, raw: bytes | None) -> tuple[Line | None, int | str | None]:
-        """The line, or None and what of it could be read: its seq, or the stream id of a hello
-        of a major this reader does not speak."""
+    def _decode(self, raw: bytes | None) -> tuple[Line | None, LineRefused | None]:
+        """The line read as a line of the stream it lies in, or None and its refusal (None: a
+        line over the bound, never gathered)."""
         if raw is None:
             return None, None
+        stream = self._section
         try:
-            return decode_line(raw), None
-        except UnsupportedVersion as refused:
-            return None, refused.engine_run_id
-        except WrongKeys as refused:  # perhaps a newer minor's envelope key
-            stream = self._section
-            try:
-                return decode_stream_line(
-                    raw, None if stream is None else stream.stream_version
-                ), None
-            except LineRefused:
-                return None, refused.seq
+            return read_line(raw, lambda: None if stream is None else stream.stream_version), None
         except LineRefused as refused:
-            return None, refused.seq
+            return None, refused
 
     def _unreadable(self, stream: _Stream, offset: int, digest: bytes) -> None:
         """A line of no readable seq (or of the seq due, and unreadable) in a stream's part of the
@@ -492,7 +485,7 @@ class BookScrub:
         read = stream.digest.digest()
         if read != stream.compacted_sha256:
             kept = stream.compacted_sha256
-            problem = CompactedConflict(
+            problem = compacted_conflict(
                 last_seq=stream.compacted_seq,
                 offset=offset,
                 applied_sha256=kept.hex() if kept is not None else "(none)",
@@ -504,7 +497,7 @@ class BookScrub:
         """The applied `seq` is not where it must be: the line at `offset` stands there."""
         if seq <= stream.compacted_seq:
             kept = stream.compacted_sha256
-            problem: StreamProblem = CompactedRangeBroken(
+            problem = compacted_range_broken(
                 last_seq=stream.compacted_seq,
                 missing_seq=seq,
                 offset=offset,
@@ -524,10 +517,10 @@ class BookScrub:
                 self.report.unverified += stream.last_seq - stream.next_seq + 1
                 continue
             seq = stream.next_seq
-            problem: StreamProblem
+            problem: ProblemRecord
             if seq <= stream.compacted_seq:
                 kept = stream.compacted_sha256
-                problem = CompactedRangeBroken(
+                problem = compacted_range_broken(
                     last_seq=stream.compacted_seq,
                     missing_seq=seq,
                     offset=self._end,
@@ -535,7 +528,7 @@ class BookScrub:
                 )
             else:
                 applied = self._applied(stream, seq)
-                problem = AppliedLineMissing(
+                problem = applied_line_missing(
                     seq=seq,
                     applied_sha256=applied.hex() if applied is not None else "(none recorded)",
                     read_to=self._end,
@@ -543,7 +536,7 @@ class BookScrub:
             self._found(stream, problem)
         self.done = True
 
-    def _found(self, stream: _Stream, problem: StreamProblem) -> None:
+    def _found(self, stream: _Stream, problem: ProblemRecord) -> None:
         stream.done = True
         self._new.append(Mismatch(stream.engine_run_id, problem, state=stream.state))
 
@@ -567,7 +560,7 @@ class BookScrub:
             report.mismatches.append(mismatch)
             report.outcome = "mismatch"
             stream = self._streams[mismatch.engine_run_id]
-            record = ProblemRecord.of(mismatch.problem)
+            record = mismatch.problem
             if stream.state in RECORDABLE_STATES:
                 recorded = self.db.execute(
                     statements.ATTEMPT_QUARANTINE,
@@ -591,8 +584,8 @@ class BookScrub:
             )
 
 
-def _conflict(seq: int, offset: int, applied: bytes | None, digest: bytes) -> PayloadConflict:
-    return PayloadConflict(
+def _conflict(seq: int, offset: int, applied: bytes | None, digest: bytes) -> ProblemRecord:
+    return payload_conflict(
         seq=seq,
         offset=offset,
         applied_sha256=applied.hex() if applied is not None else "(none recorded)",

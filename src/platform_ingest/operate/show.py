@@ -45,9 +45,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._plain import counted, plain, usd
+from ..decisions.problems import problem_json
 from ..decisions.runs import progress_from_jsonb
 from ..decisions.spent import spent_of_book
-from ..decisions.views import problem_json
 from ..errors import NotFound
 from ..ingest.books import book_ref, find_book
 from ..store import statements
