@@ -267,7 +267,7 @@ def test_every_problem_builder_has_a_sample_here() -> None:
 def test_a_problem_keeps_the_kind_seq_offset_and_detail_shown(builder: str) -> None:
     """What Postgres stores and `show` prints of each problem, to the byte."""
     record, stored = RECORDS[builder]
-    assert record.as_params() == stored
+    assert dataclasses.astuple(record) == stored
     kind, seq, offset, detail = stored
     assert record.as_json() == {"kind": kind, "seq": seq, "offset": offset, "detail": detail}
     row = {"error_kind": kind, "error_seq": seq, "error_offset": offset, "error_detail": detail}
@@ -279,7 +279,7 @@ def test_a_problem_is_never_changed_once_made(builder: str) -> None:
     record, stored = RECORDS[builder]
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.detail = "changed"  # type: ignore[misc]
-    assert record.as_params() == stored
+    assert dataclasses.astuple(record) == stored
 
 
 def test_only_what_the_decoder_refuses_is_an_exception() -> None:
@@ -294,7 +294,7 @@ def test_only_what_the_decoder_refuses_is_an_exception() -> None:
 
 def test_a_refused_line_becomes_the_record_of_its_problem() -> None:
     refused = errors.WrongType("seq", "an integer >= 1", seq=3).at(40)
-    assert ProblemRecord.of(refused).as_params() == (
+    assert dataclasses.astuple(ProblemRecord.of(refused)) == (
         "malformed",
         3,
         40,

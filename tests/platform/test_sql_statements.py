@@ -628,7 +628,7 @@ def test_a_full_workload_runs_every_listed_statement_and_nothing_else(
         repair_book(db, str(named), status_command=_fake_status(tmp_path, status))
         fifo = make_book("book-fifo")
         os.mkfifo(fifo / "events.jsonl")
-        with pytest.raises(platform_ingest.JournalNotRegular):
+        with pytest.raises(platform_ingest.errors.JournalNotRegular):
             sweep(db, fifo)
         show_state(db)
         (fifo / "events.jsonl").unlink()

@@ -44,9 +44,6 @@ class ProblemRecord:
             return None
         return cls(row["error_kind"], row["error_seq"], row["error_offset"], row["error_detail"])
 
-    def as_params(self) -> tuple[ProblemKind, int | None, int | None, str]:
-        return (self.kind, self.seq, self.offset, self.detail)
-
     def as_json(self) -> dict[str, Any]:
         """As `show --json` prints it: {"kind", "seq", "offset", "detail"}."""
         return {"kind": self.kind, "seq": self.seq, "offset": self.offset, "detail": self.detail}
