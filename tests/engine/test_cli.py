@@ -178,7 +178,7 @@ def _subcommands() -> list[str]:
 
 
 def _complete(script: str, *words: str) -> list[str]:
-    return bash_offers(script, "_engine_events_completion", *words)
+    return bash_offers(script, "_shtab_engine_events", *words)
 
 
 def test_the_bash_completion_offers_every_command_and_its_options(
@@ -197,17 +197,6 @@ def test_the_bash_completion_offers_every_command_and_its_options(
         "fail",
     ]
     assert _complete(script, "engine-events", "--log-format", "") == ["text", "json"]
-
-
-def test_the_zsh_completion_is_the_bash_one_through_bashcompinit(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    _, bash, _ = engine(capsys, "completion", "bash")
-    code, zsh, _ = engine(capsys, "completion", "zsh")
-    assert code == 0
-    head, _, body = zsh.partition("bashcompinit\n")
-    assert head.startswith("#compdef engine-events\n") and "autoload" in head
-    assert body == bash
 
 
 def test_status_text_of_a_book_whose_engine_never_started_a_stream(
