@@ -230,8 +230,7 @@ class _Engine:
 
     def _finished(self, code: ExitCode, stop: Literal["soft", "hard"] | None = None) -> Finished:
         return Finished(
-            outcome=code.outcome,
-            exit_code=int(code),
+            exit_code=code,
             stop=stop,
             units_done=self._units_done(),
             units_total=self.options.units,

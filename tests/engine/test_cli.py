@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_events import Ceiling, Finished, PhaseCount, Progress, Spend
+from engine_events import Ceiling, ExitCode, Finished, PhaseCount, Progress, Spend
 from engine_events._cli import build_parser, main
 from engine_events._emitter import Emitter
 from engine_events._logs import chosen_level
@@ -42,8 +42,7 @@ def _stopped_at_the_ceiling(conn: sqlite3.Connection, book_dir: Path) -> None:
             emitter.emit(Ceiling(shortfall_micro_usd=30))
             emitter.emit(
                 Finished(
-                    outcome="ceiling",
-                    exit_code=4,
+                    exit_code=ExitCode.CEILING,
                     units_done=2,
                     units_total=5,
                     committed_micro_usd=700,

@@ -36,7 +36,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from engine_events import Ceiling, Event, Finished, PhaseCount, Progress, Spend, UnitDone
+from engine_events import Ceiling, Event, ExitCode, Finished, PhaseCount, Progress, Spend, UnitDone
 from engine_events._emitter import Emitter
 from engine_events._line import format_time
 from engine_events._lock import BookLock
@@ -405,7 +405,7 @@ def _event(kind: str, amount: int) -> Event:
 
 def _finished(amount: int) -> Finished:
     return Finished(
-        outcome="clean", exit_code=0, units_done=1, units_total=1, committed_micro_usd=amount
+        exit_code=ExitCode.CLEAN, units_done=1, units_total=1, committed_micro_usd=amount
     )
 
 

@@ -20,6 +20,7 @@ import pytest
 from engine_events import (
     Ceiling,
     Event,
+    ExitCode,
     Finished,
     Hello,
     PhaseCount,
@@ -74,10 +75,8 @@ def progress(done: int) -> Progress:
     return Progress(phases={"draft": PhaseCount(done=done, total=4)})
 
 
-def finished(code: int, outcome: str, units: int, money: int) -> Finished:
-    return Finished(
-        outcome=outcome, exit_code=code, units_done=units, units_total=4, committed_micro_usd=money
-    )
+def finished(code: ExitCode, units: int, money: int) -> Finished:
+    return Finished(exit_code=code, units_done=units, units_total=4, committed_micro_usd=money)
 
 
 def step_1_process(
@@ -134,7 +133,7 @@ def step_1_book(book_dir: Path) -> sqlite3.Connection:
         [
             [progress(1), Spend(committed_micro_usd=250)],
             [progress(2), UnitDone(unit="u1", index=0), Spend(committed_micro_usd=500)],
-            [Ceiling(shortfall_micro_usd=250), finished(4, "ceiling", 1, 500)],
+            [Ceiling(shortfall_micro_usd=250), finished(ExitCode.CEILING, 1, 500)],
         ],
     )
     step_1_process(
@@ -237,7 +236,7 @@ def test_a_step_1_book_upgrades_with_its_data_and_status_intact(
     copy.close()
 
     with Emitter.open(conn, book_dir, engine_run_id="r3") as emitter, emitter.transaction():
-        emitter.emit(finished(0, "clean", 4, 1000))
+        emitter.emit(finished(ExitCode.CLEAN, 4, 1000))
     code, resumed = status(book_dir)
     assert [
         (s["engine_run_id"], s["last_seq"], s["projected_seq"]) for s in resumed["streams"]
