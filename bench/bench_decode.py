@@ -49,15 +49,8 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from _report import load_average, prose_to, say  # noqa: E402
-from engine_events import (  # noqa: E402
-    ExitCode,
-    Finished,
-    Hello,
-    PhaseCount,
-    Progress,
-    Spend,
-    UnitDone,
-)
+from engine_events import ExitCode, Finished, PhaseCount, Progress, Spend, UnitDone  # noqa: E402
+from engine_events._events import Hello  # noqa: E402
 from engine_events._line import encode_line, format_time  # noqa: E402
 from platform_ingest.journal.decode import MEMO, decode_line  # noqa: E402
 from platform_ingest.journal.line import Line, parse_as_line  # noqa: E402

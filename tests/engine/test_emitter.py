@@ -17,28 +17,26 @@ from hypothesis import strategies as st
 
 from engine_events import (
     STREAM_VERSIONS,
-    BookDirectoryError,
     DurabilityError,
     EngineEventsError,
     EventError,
     ExitCode,
     Finished,
-    Hello,
     LineTooLong,
     MoneyError,
     NotInTransaction,
     PhaseCount,
     Progress,
     ProjectLocked,
-    SchemaMismatch,
     Spend,
     StreamVersionNotSupported,
     UnitDone,
 )
 from engine_events._emitter import Emitter
+from engine_events._events import Hello
 from engine_events._lock import BookLock
 from engine_events._schema import DATABASE_FILE_NAME, SCHEMA_VERSION, connect, schema_version
-from engine_events.errors import StreamFinished
+from engine_events.errors import BookDirectoryError, SchemaMismatch, StreamFinished
 from engine_events.readers.status import read_status
 from engine_events.readers.verify import verify_journal
 

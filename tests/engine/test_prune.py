@@ -22,12 +22,10 @@ import pytest
 
 from engine_events import (
     Ceiling,
-    Event,
     ExitCode,
     Finished,
     PhaseCount,
     Progress,
-    PruneResult,
     RetentionInvalid,
     Spend,
     StreamFinished,
@@ -36,12 +34,14 @@ from engine_events import (
     _prune,
 )
 from engine_events._emitter import Emitter
+from engine_events._events import Event
 from engine_events._line import format_time
 from engine_events._lock import BookLock
+from engine_events._prune import PruneResult
 from engine_events._schema import DATABASE_FILE_NAME, connect
 from engine_events.errors import BookDatabaseBusy, EngineEventsError
 from engine_events.readers.status import read_status
-from engine_events.testing import EngineWorld, FaultyIO, SimulatedCrash, abandon
+from engine_events.testing import EngineWorld, FaultyIO, SimulatedCrash, abandon, open_emitter
 
 ZERO = dt.timedelta(0)
 
@@ -192,7 +192,7 @@ def test_rows_past_the_recorded_watermark_stay_for_recovery(
     recognise them there. A prune takes the rows up to the recorded watermark and leaves those;
     the next start appends nothing twice and reports what a book never pruned reports."""
     io = FaultyIO(in_process=True)
-    emitter = Emitter.open(conn, book_dir, engine_run_id="r1", io=io)
+    emitter = open_emitter(conn, book_dir, io, engine_run_id="r1")
     for amount in (100, 200):
         with emitter.transaction():
             emitter.emit(Spend(committed_micro_usd=amount))

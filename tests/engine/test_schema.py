@@ -19,19 +19,17 @@ import pytest
 
 from engine_events import (
     Ceiling,
-    Event,
     ExitCode,
     Finished,
-    Hello,
     PhaseCount,
     Progress,
-    SchemaMismatch,
     Spend,
     UnitDone,
     _outbox,
     _sql,
 )
 from engine_events._emitter import Emitter
+from engine_events._events import Event, Hello
 from engine_events._journal_file import JournalFile, OsJournalIO
 from engine_events._lock import BookLock
 from engine_events._projection import Projector
@@ -42,6 +40,7 @@ from engine_events._schema import (
     migrate,
     schema_version,
 )
+from engine_events.errors import SchemaMismatch
 from engine_events.readers.status import read_status
 
 RELEASED_STEPS = {
