@@ -49,7 +49,8 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from _report import load_average, prose_to, say  # noqa: E402
-from engine_events import Finished, Hello, PhaseCount, Progress, Spend, UnitDone  # noqa: E402
+from engine_events import ExitCode, Finished, PhaseCount, Progress, Spend, UnitDone  # noqa: E402
+from engine_events._events import Hello  # noqa: E402
 from engine_events._line import encode_line, format_time  # noqa: E402
 from platform_ingest.journal.decode import MEMO, decode_line  # noqa: E402
 from platform_ingest.journal.line import Line, parse_as_line  # noqa: E402
@@ -89,8 +90,7 @@ def journal(streams: int, units: int) -> list[bytes]:
         seq += 1
         moment += dt.timedelta(milliseconds=1)
         finished = Finished(
-            outcome="clean",
-            exit_code=0,
+            exit_code=ExitCode.CLEAN,
             units_done=units,
             units_total=units,
             committed_micro_usd=250_000 * units,

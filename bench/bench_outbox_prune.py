@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from _report import load_average
-from engine_events import Emitter, Finished, PhaseCount, Progress, Spend, UnitDone
+from engine_events import Emitter, ExitCode, Finished, PhaseCount, Progress, Spend, UnitDone
 from engine_events._prune import PRUNE_ROWS_MAX
 from engine_events._schema import DATABASE_FILE_NAME, connect
 from engine_events.readers.status import read_status
@@ -59,8 +59,7 @@ def live(conn: sqlite3.Connection, book: Path, streams: int, events: int) -> Non
             with emitter.transaction():
                 emitter.emit(
                     Finished(
-                        outcome="clean",
-                        exit_code=0,
+                        exit_code=ExitCode.CLEAN,
                         units_done=events,
                         units_total=events,
                         committed_micro_usd=spent,

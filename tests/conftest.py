@@ -5,7 +5,7 @@ import path through `pythonpath` in pyproject.toml): `platform_journals` (hand-m
 workers as processes), `seam_model` (the seam simulation's model), `verdicts` (each reader's verdict
 on a line), `rule_cases` with `memory_platform` and `rule_model` (the reader's rules as cases, run in memory
 and against Postgres), `terminal` (a command run with its stderr on a pseudo-terminal),
-`shell_completion` (what bash offers with a completion script loaded) and the four fixture
+`shell_completion` (what bash offers and zsh completes with a completion script loaded) and the four fixture
 plugins named below (`local_user`: a second, unprivileged local user, and commands run as it). `server_fixtures` also fails the
 session when a Postgres server a test started is still running after it.
 

@@ -15,8 +15,6 @@ is held:
   also the shared table `tests/vectors/exit_codes.json`;
 - the installed version, `_version.py` (both): the same version from every way of installing
   (each half's own wheel, the development install of both, or none);
-- the shell completion generator (`engine_events/_completion.py`,
-  `platform_ingest/cli/completion.py`): the same bash and zsh scripts for a parser;
 - money in dollars for a person (`usd` in `engine_events/_money.py` and
   `platform_ingest/_plain.py`): the same text for any amount, so that `show`, `watch` and
   `status` say money alike.
@@ -36,7 +34,6 @@ with the real one on some generated value, which the property test would then re
 
 from __future__ import annotations
 
-import argparse
 import json
 import tomllib
 from collections.abc import Callable, Mapping
@@ -48,18 +45,14 @@ import pytest
 from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
-import engine_events._completion as engine_completion
 import engine_events._exit_codes as engine_exit_codes
 import engine_events._money as engine_money
 import engine_events._version as engine_version
 import engine_events.readers.decode as engine_decoder
 import platform_ingest._plain as platform_plain
 import platform_ingest._version as platform_version
-import platform_ingest.cli.completion as platform_completion
 import platform_ingest.decisions.exit_codes as platform_exit_codes
 import platform_ingest.journal.line_rules as platform_line_rules
-from engine_events._cli import build_parser as engine_parser
-from platform_ingest.cli.parser import build_parser as platform_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 VECTORS = ROOT / "tests" / "vectors"
@@ -343,40 +336,6 @@ def test_both_version_copies_report_the_same_version(
         reported.append(module._installed_version())
     expected = installed.get("own", installed.get("development", "0+unknown"))
     assert reported == [expected, expected]
-
-
-# -- the completion scripts -----------------------------------------------------------------------
-
-
-def _a_parser() -> argparse.ArgumentParser:
-    """A parser with each kind of thing a script completes: a global option with a value, one with
-    choices, a flag, commands with operands, one operand with choices, and a hidden option."""
-    parser = argparse.ArgumentParser(prog="some-tool")
-    parser.add_argument("--home", metavar="DIR")
-    parser.add_argument("--style", choices=("plain", "fancy"))
-    parser.add_argument("-n", "--dry", action="store_true")
-    commands = parser.add_subparsers(dest="command", required=True)
-    first = commands.add_parser("first")
-    first.add_argument("paths", nargs="*")
-    first.add_argument("--count", type=int)
-    first.add_argument("--old", help=argparse.SUPPRESS)
-    second = commands.add_parser("second-one")
-    second.add_argument("kind", choices=("a", "b"))
-    return parser
-
-
-@pytest.mark.parametrize("script", ["bash_script", "zsh_script"])
-def test_both_completion_generators_write_the_same_script(script: str) -> None:
-    """For one parser, the same script from both copies; and for each real command line, the
-    engine's copy writes what the command prints (`tests/engine/test_cli.py` and
-    `tests/platform/test_cli_handlers.py` run those scripts in bash)."""
-    engine_script = getattr(engine_completion, script)(_a_parser())
-    assert engine_script == getattr(platform_completion, script)(_a_parser())
-    assert "second-one" in engine_script and "--old" not in engine_script
-    for build in (engine_parser, platform_parser):
-        assert getattr(engine_completion, script)(build()) == getattr(platform_completion, script)(
-            build()
-        )
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))

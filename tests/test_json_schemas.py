@@ -26,8 +26,8 @@ import psycopg
 import pytest
 from jsonschema import Draft202012Validator
 
-from engine_events import DATABASE_FILE_NAME, Emitter, PhaseCount, Progress, Spend, connect
-from engine_events._schema import SCHEMA_VERSION
+from engine_events import Emitter, PhaseCount, Progress, Spend, connect
+from engine_events._schema import DATABASE_FILE_NAME, SCHEMA_VERSION
 from engine_events.readers.verify_rules import Verdict
 from platform_ingest import Database, sweep_book
 from platform_ingest.cli.main import main

@@ -33,7 +33,7 @@ from ._events import (
     require_writable_stream_version,
 )
 from ._exit_codes import ExitCode
-from ._journal_file import JournalIO
+from ._journal_file import JournalIO, OsJournalIO
 from ._lock import BookLock
 from ._schema import DATABASE_FILE_NAME, connect
 from .errors import EngineEventsError
@@ -116,15 +116,15 @@ def run_demo(
             conn = connect(book_dir / DATABASE_FILE_NAME)
             try:
                 _create_host_schema(conn)
-                with Emitter.open(
+                with Emitter._open(
                     conn,
                     book_dir,
+                    io or OsJournalIO(),
                     book_id=options.book_id,
                     chunker_version=CHUNKER_VERSION,
                     engine_run_id=options.engine_run_id,
                     on_journal_error=options.on_journal_error,
                     lock=lock,
-                    io=io,
                     stream_version=options.stream_version,
                     retention=None
                     if options.outbox_retention_s is None
@@ -230,8 +230,7 @@ class _Engine:
 
     def _finished(self, code: ExitCode, stop: Literal["soft", "hard"] | None = None) -> Finished:
         return Finished(
-            outcome=code.outcome,
-            exit_code=int(code),
+            exit_code=code,
             stop=stop,
             units_done=self._units_done(),
             units_total=self.options.units,

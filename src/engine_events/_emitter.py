@@ -59,6 +59,9 @@ from .errors import (
 
 JournalErrorPolicy = Literal["degrade", "fail"]
 
+STATUS_INTERVAL_S = 1.0
+"""`status.json` is rewritten at most this often while events flow (and always at close)."""
+
 log = logging.getLogger("engine_events")
 
 
@@ -73,7 +76,6 @@ class Emitter:
         journal: JournalFile,
         *,
         on_journal_error: JournalErrorPolicy,
-        status_interval_s: float,
         stream_version: str = STREAM_VERSION,
         retention: dt.timedelta | None = None,
         prune_interval_s: float = 60.0,
@@ -87,7 +89,6 @@ class Emitter:
         self._journal = journal
         self._projector = Projector(conn, journal)
         self._policy: JournalErrorPolicy = on_journal_error
-        self._status_interval_s = status_interval_s
         self._status_written_at = 0.0
         self._retention = retention
         """Outbox rows older than this may be pruned (None: the emitter never prunes by itself)."""
@@ -117,8 +118,6 @@ class Emitter:
         engine_run_id: str | None = None,
         on_journal_error: JournalErrorPolicy = "degrade",
         lock: BookLock | None = None,
-        io: JournalIO | None = None,
-        status_interval_s: float = 1.0,
         stream_version: str = STREAM_VERSION,
         retention: dt.timedelta | None = None,
         prune_interval_s: float = 60.0,
@@ -147,6 +146,40 @@ class Emitter:
         or holds more than read and write bits, is refused with `FileModeInvalid` (exit 10)
         before the book is touched. A file already there keeps its mode.
         """
+        return cls._open(
+            conn,
+            book_dir,
+            OsJournalIO(),
+            book_id=book_id,
+            chunker_version=chunker_version,
+            engine_run_id=engine_run_id,
+            on_journal_error=on_journal_error,
+            lock=lock,
+            stream_version=stream_version,
+            retention=retention,
+            prune_interval_s=prune_interval_s,
+            file_mode=file_mode,
+        )
+
+    @classmethod
+    def _open(
+        cls,
+        conn: sqlite3.Connection,
+        book_dir: Path | str,
+        io: JournalIO,
+        *,
+        book_id: str | None = None,
+        chunker_version: str = "",
+        engine_run_id: str | None = None,
+        on_journal_error: JournalErrorPolicy = "degrade",
+        lock: BookLock | None = None,
+        stream_version: str = STREAM_VERSION,
+        retention: dt.timedelta | None = None,
+        prune_interval_s: float = 60.0,
+        file_mode: int = DEFAULT_FILE_MODE,
+    ) -> Emitter:
+        """`open` with the journal's system calls going through `io`: the fault seam, reached by
+        `engine_events.testing.open_emitter` (and the reference engine run under faults)."""
         require_writable_stream_version(stream_version)
         require_file_mode(file_mode)
         if retention is not None:
@@ -158,7 +191,7 @@ class Emitter:
         book_path = Path(book_dir)
         owned_lock = lock is None
         held = BookLock(book_path, file_mode=file_mode) if lock is None else lock
-        journal = JournalFile(book_path, io or OsJournalIO(), file_mode=file_mode)
+        journal = JournalFile(book_path, io, file_mode=file_mode)
         try:
             require_durable(conn)
             migrate(conn)
@@ -168,7 +201,6 @@ class Emitter:
                 held,
                 journal,
                 on_journal_error=on_journal_error,
-                status_interval_s=status_interval_s,
                 stream_version=stream_version,
                 retention=retention,
                 prune_interval_s=prune_interval_s,
@@ -443,7 +475,7 @@ class Emitter:
 
     def _write_status(self, *, force: bool) -> None:
         now = time.monotonic()
-        if not force and now - self._status_written_at < self._status_interval_s:
+        if not force and now - self._status_written_at < STATUS_INTERVAL_S:
             return
         self._status_written_at = now
         snapshot = {

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from ._exit_codes import ExitCode
 from ._money import require_micro_usd
 from .errors import EventError, StreamVersionNotSupported
 
@@ -249,11 +250,11 @@ class Spend(Event):
 
 @dataclass(frozen=True)
 class Finished(Event):
-    """The last line of a stream that ended on purpose."""
+    """The last line of a stream that ended on purpose, built from its exit code: its `outcome`
+    is the code's lower-case name (`ExitCode.outcome`), so the two cannot disagree."""
 
     type: ClassVar[str] = "finished"
-    outcome: str
-    exit_code: int
+    exit_code: ExitCode
     units_done: int
     units_total: int
     committed_micro_usd: int
@@ -261,11 +262,8 @@ class Finished(Event):
     refusal: str | None = None
 
     def __post_init__(self) -> None:
-        _require_str(self.outcome, "outcome")
-        if isinstance(self.exit_code, bool) or not isinstance(self.exit_code, int):
-            raise EventError("exit_code must be an integer")
-        if not 0 <= self.exit_code <= 255:
-            raise EventError(f"exit_code must be 0..255, got {self.exit_code}")
+        if not isinstance(self.exit_code, ExitCode):
+            raise EventError(f"exit_code must be an ExitCode, got {self.exit_code!r}")
         _require_count(self.units_done, "units_done")
         _require_count(self.units_total, "units_total")
         require_micro_usd(self.committed_micro_usd, "committed_micro_usd")
@@ -274,10 +272,14 @@ class Finished(Event):
         if self.refusal is not None:
             _require_str(self.refusal, "refusal")
 
+    @property
+    def outcome(self) -> str:
+        return self.exit_code.outcome
+
     def data(self) -> dict[str, Any]:
         return {
-            "outcome": self.outcome,
-            "exit_code": self.exit_code,
+            "outcome": self.exit_code.outcome,
+            "exit_code": int(self.exit_code),
             "stop": self.stop,
             "refusal": self.refusal,
             "volume": {"units_done": self.units_done, "units_total": self.units_total},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_events import Ceiling, Finished, PhaseCount, Progress, Spend
+from engine_events import Ceiling, ExitCode, Finished, PhaseCount, Progress, Spend
 from engine_events._cli import build_parser, main
 from engine_events._emitter import Emitter
 from engine_events._logs import chosen_level
@@ -42,8 +42,7 @@ def _stopped_at_the_ceiling(conn: sqlite3.Connection, book_dir: Path) -> None:
             emitter.emit(Ceiling(shortfall_micro_usd=30))
             emitter.emit(
                 Finished(
-                    outcome="ceiling",
-                    exit_code=4,
+                    exit_code=ExitCode.CEILING,
                     units_done=2,
                     units_total=5,
                     committed_micro_usd=700,
@@ -178,7 +177,7 @@ def _subcommands() -> list[str]:
 
 
 def _complete(script: str, *words: str) -> list[str]:
-    return bash_offers(script, "_engine_events_completion", *words)
+    return bash_offers(script, "_shtab_engine_events", *words)
 
 
 def test_the_bash_completion_offers_every_command_and_its_options(
@@ -197,17 +196,6 @@ def test_the_bash_completion_offers_every_command_and_its_options(
         "fail",
     ]
     assert _complete(script, "engine-events", "--log-format", "") == ["text", "json"]
-
-
-def test_the_zsh_completion_is_the_bash_one_through_bashcompinit(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    _, bash, _ = engine(capsys, "completion", "bash")
-    code, zsh, _ = engine(capsys, "completion", "zsh")
-    assert code == 0
-    head, _, body = zsh.partition("bashcompinit\n")
-    assert head.startswith("#compdef engine-events\n") and "autoload" in head
-    assert body == bash
 
 
 def test_status_text_of_a_book_whose_engine_never_started_a_stream(

@@ -17,27 +17,26 @@ from hypothesis import strategies as st
 
 from engine_events import (
     STREAM_VERSIONS,
-    BookDirectoryError,
     DurabilityError,
     EngineEventsError,
     EventError,
+    ExitCode,
     Finished,
-    Hello,
     LineTooLong,
     MoneyError,
     NotInTransaction,
     PhaseCount,
     Progress,
     ProjectLocked,
-    SchemaMismatch,
     Spend,
     StreamVersionNotSupported,
     UnitDone,
 )
 from engine_events._emitter import Emitter
+from engine_events._events import Hello
 from engine_events._lock import BookLock
 from engine_events._schema import DATABASE_FILE_NAME, SCHEMA_VERSION, connect, schema_version
-from engine_events.errors import StreamFinished
+from engine_events.errors import BookDirectoryError, SchemaMismatch, StreamFinished
 from engine_events.readers.status import read_status
 from engine_events.readers.verify import verify_journal
 
@@ -131,7 +130,7 @@ def test_float_money_is_refused_when_the_event_is_built() -> None:
     with pytest.raises(MoneyError, match="committed_micro_usd"):
         Spend(committed_micro_usd=1.5)  # type: ignore[arg-type]
     with pytest.raises(MoneyError):
-        Finished(outcome="clean", exit_code=0, units_done=1, units_total=1, committed_micro_usd=-1)
+        Finished(exit_code=ExitCode.CLEAN, units_done=1, units_total=1, committed_micro_usd=-1)
 
 
 def test_line_over_the_limit_is_refused_and_the_transaction_survives(
@@ -331,9 +330,7 @@ def test_a_commit_that_fails_projects_nothing(conn: sqlite3.Connection, book_dir
     assert [(line["seq"], line["data"]) for line in lines[1:]] == [(2, {"committed_micro_usd": 10})]
 
 
-FINISHED = Finished(
-    outcome="clean", exit_code=0, units_done=1, units_total=1, committed_micro_usd=5
-)
+FINISHED = Finished(exit_code=ExitCode.CLEAN, units_done=1, units_total=1, committed_micro_usd=5)
 
 
 def test_nothing_may_follow_a_committed_finished(conn: sqlite3.Connection, book_dir: Path) -> None:

@@ -19,7 +19,7 @@ from engine_events._emitter import Emitter
 from engine_events._lock import BookLock
 from engine_events._schema import DATABASE_FILE_NAME, connect, schema_version
 from engine_events.readers.status import read_status, repair
-from engine_events.testing import CRASH_POINTS, FaultyIO, SimulatedCrash, abandon
+from engine_events.testing import CRASH_POINTS, FaultyIO, SimulatedCrash, abandon, open_emitter
 
 Key = tuple[str, int]
 
@@ -52,7 +52,7 @@ class EngineLife(RuleBasedStateMachine):
         self.streams += 1
         run_id = f"run-{self.streams}"
         try:
-            self.emitter = Emitter.open(self.conn, self.book, engine_run_id=run_id, io=self.io)
+            self.emitter = open_emitter(self.conn, self.book, self.io, engine_run_id=run_id)
         except SimulatedCrash:
             self._crashed_while_starting(run_id)
             return

@@ -17,7 +17,7 @@ from engine_events import JournalWriteError, Spend
 from engine_events._emitter import Emitter
 from engine_events._schema import DATABASE_FILE_NAME, connect
 from engine_events.readers.status import read_status
-from engine_events.testing import FaultyIO
+from engine_events.testing import FaultyIO, open_emitter
 
 
 def committed_lines(conn: sqlite3.Connection) -> list[bytes]:
@@ -31,7 +31,7 @@ def test_degrade_keeps_the_engine_going_and_loses_nothing(
 ) -> None:
     """Under `degrade`, a write fault is logged once at ERROR, recorded, and healed by a later flush."""
     io = FaultyIO()
-    emitter = Emitter.open(conn, book_dir, io=io)
+    emitter = open_emitter(conn, book_dir, io)
     with emitter.transaction():
         emitter.emit(Spend(committed_micro_usd=1))
     good = (book_dir / "events.jsonl").read_bytes()
@@ -61,7 +61,7 @@ def test_degrade_keeps_the_engine_going_and_loses_nothing(
 def test_fail_policy_raises_and_keeps_the_rows(conn: sqlite3.Connection, book_dir: Path) -> None:
     """Under `fail`, a write fault raises JournalWriteError; the committed rows wait for a restart."""
     io = FaultyIO()
-    emitter = Emitter.open(conn, book_dir, io=io, on_journal_error="fail")
+    emitter = open_emitter(conn, book_dir, io, on_journal_error="fail")
     io.fail_errno = errno.ENOSPC
     with pytest.raises(JournalWriteError) as raised, emitter.transaction():
         emitter.emit(Spend(committed_micro_usd=5))
@@ -80,11 +80,11 @@ def test_degraded_at_start_projects_the_backlog_later(book_dir: Path) -> None:
     conn = connect(book_dir / DATABASE_FILE_NAME)
     io = FaultyIO()
     io.fail_errno = errno.ENOSPC
-    first = Emitter.open(conn, book_dir, io=io, engine_run_id="one")
+    first = open_emitter(conn, book_dir, io, engine_run_id="one")
     with first.transaction():
         first.emit(Spend(committed_micro_usd=1))
     first.close()
-    second = Emitter.open(conn, book_dir, io=io, engine_run_id="two")
+    second = open_emitter(conn, book_dir, io, engine_run_id="two")
     assert second.journal_degraded
     io.fail_errno = None
     with second.transaction():

@@ -18,15 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine_events import (
-    DEFAULT_FILE_MODE,
-    Emitter,
-    ExitCode,
-    FileModeInvalid,
-    Spend,
-    UnitDone,
-    connect,
-)
+from engine_events import Emitter, ExitCode, FileModeInvalid, Spend, UnitDone, connect
+from engine_events._file_mode import DEFAULT_FILE_MODE
 from local_user import LocalUser
 
 BOOK_FILES = (".engine.lock", "events.jsonl", "status.json", "engine.sqlite3")

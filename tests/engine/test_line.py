@@ -18,6 +18,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from engine_events import ExitCode
 from engine_events._events import (
     IDENTIFIER_BYTES_MAX,
     TEXT_BYTES_MAX,
@@ -73,8 +74,7 @@ events: st.SearchStrategy[Event] = st.one_of(
     st.builds(Spend, committed_micro_usd=money),
     st.builds(
         Finished,
-        outcome=texts,
-        exit_code=st.integers(0, 255),
+        exit_code=st.sampled_from(ExitCode),
         units_done=counts,
         units_total=counts,
         committed_micro_usd=money,
@@ -197,14 +197,11 @@ def test_money_fields_refuse_anything_but_non_negative_int(value: Any) -> None:
     with pytest.raises(MoneyError):
         Ceiling(shortfall_micro_usd=value)
     with pytest.raises(MoneyError):
-        Finished(
-            outcome="clean", exit_code=0, units_done=0, units_total=0, committed_micro_usd=value
-        )
+        Finished(exit_code=ExitCode.CLEAN, units_done=0, units_total=0, committed_micro_usd=value)
 
 
 FINISHED_OK: dict[str, Any] = {
-    "outcome": "x",
-    "exit_code": 0,
+    "exit_code": ExitCode.CLEAN,
     "units_done": 0,
     "units_total": 0,
     "committed_micro_usd": 0,
@@ -228,11 +225,11 @@ BAD_FIELDS: list[tuple[type[Any], dict[str, Any]]] = [
     (BankStop, {"signature": ""}),
     (Ceiling, {"shortfall_micro_usd": 1, "halted": "yes"}),
     (Ceiling, {"shortfall_micro_usd": 1, "scope": "run"}),
-    (Finished, {**FINISHED_OK, "outcome": ""}),
     (Finished, {**FINISHED_OK, "exit_code": 256}),
     (Finished, {**FINISHED_OK, "exit_code": -1}),
     (Finished, {**FINISHED_OK, "exit_code": True}),
     (Finished, {**FINISHED_OK, "exit_code": 4.0}),
+    (Finished, {**FINISHED_OK, "exit_code": 0}),  # a code's value, not the code
     (Finished, {**FINISHED_OK, "units_done": -2}),
     (Finished, {**FINISHED_OK, "stop": "gentle"}),
     (Finished, {**FINISHED_OK, "refusal": ""}),
@@ -247,7 +244,6 @@ BAD_FIELDS: list[tuple[type[Any], dict[str, Any]]] = [
     (Progress, {"phases": {"dr\x00ft": PhaseCount(done=1, total=2)}}),
     (BankStop, {"signature": "s" * 4097}),
     (BankStop, {"signature": "sig\x00"}),
-    (Finished, {**FINISHED_OK, "outcome": "o" * 256}),
     (Finished, {**FINISHED_OK, "refusal": "€" * 86}),
     (Finished, {**FINISHED_OK, "refusal": "\x00"}),
 ]
@@ -264,6 +260,18 @@ def test_the_valid_fields_used_above_are_accepted() -> None:
     """The base fields of the refusals are valid, so each refusal is caused by its one bad field."""
     Hello(**HELLO_OK)
     Finished(**FINISHED_OK)
+
+
+@pytest.mark.parametrize("outcome", ["clean", "ceiling", "", "o" * 256])
+def test_finished_takes_its_outcome_from_its_exit_code_alone(outcome: str) -> None:
+    """`finished.outcome` is the exit code's name, never given beside the code: the two cannot
+    disagree."""
+    with pytest.raises(TypeError):
+        Finished(**FINISHED_OK, outcome=outcome)
+    for code in ExitCode:
+        finished = Finished(**{**FINISHED_OK, "exit_code": code})
+        assert finished.data()["outcome"] == finished.outcome == code.name.lower()
+        assert finished.data()["exit_code"] == code.value
 
 
 @pytest.mark.parametrize("seq", [0, -1, True, 1.0, "1", None])
@@ -402,7 +410,6 @@ STRING_FIELDS: list[tuple[str, int, Callable[[str], Event | PhaseCount]]] = [
         lambda v: Progress(phases={v: PhaseCount(done=0, total=0)}),
     ),
     ("signature", TEXT_BYTES_MAX, lambda v: BankStop(signature=v)),
-    ("outcome", IDENTIFIER_BYTES_MAX, lambda v: Finished(**{**FINISHED_OK, "outcome": v})),
     ("refusal", IDENTIFIER_BYTES_MAX, lambda v: Finished(**{**FINISHED_OK, "refusal": v})),
 ]
 """Every string an event takes from its host, with its bound in UTF-8 bytes. (`stream_version` is

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from engine_events import (
     BankStop,
     Ceiling,
+    ExitCode,
     Finished,
     PhaseCount,
     Progress,
@@ -154,9 +155,7 @@ def test_each_row_carries_its_streams_running_summary(tmp_path: Path) -> None:
         emitter.emit(UnitDone(unit="u", index=1))
     with emitter.transaction():
         emitter.emit(
-            Finished(
-                outcome="clean", exit_code=0, units_done=2, units_total=2, committed_micro_usd=2
-            )
+            Finished(exit_code=ExitCode.CLEAN, units_done=2, units_total=2, committed_micro_usd=2)
         )
     rows = conn.execute(
         "SELECT seq, type, projected_seq, progress_seq, spend_seq, ceiling_seq, finished_seq "

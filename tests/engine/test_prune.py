@@ -22,12 +22,10 @@ import pytest
 
 from engine_events import (
     Ceiling,
-    Event,
     ExitCode,
     Finished,
     PhaseCount,
     Progress,
-    PruneResult,
     RetentionInvalid,
     Spend,
     StreamFinished,
@@ -36,12 +34,14 @@ from engine_events import (
     _prune,
 )
 from engine_events._emitter import Emitter
+from engine_events._events import Event
 from engine_events._line import format_time
 from engine_events._lock import BookLock
+from engine_events._prune import PruneResult
 from engine_events._schema import DATABASE_FILE_NAME, connect
 from engine_events.errors import BookDatabaseBusy, EngineEventsError
 from engine_events.readers.status import read_status
-from engine_events.testing import EngineWorld, FaultyIO, SimulatedCrash, abandon
+from engine_events.testing import EngineWorld, FaultyIO, SimulatedCrash, abandon, open_emitter
 
 ZERO = dt.timedelta(0)
 
@@ -61,10 +61,8 @@ def progress(done: int) -> Progress:
     return Progress(phases={"draft": PhaseCount(done=done, total=4)})
 
 
-def finished(outcome: str, code: int, money: int) -> Finished:
-    return Finished(
-        outcome=outcome, exit_code=code, units_done=1, units_total=4, committed_micro_usd=money
-    )
+def finished(code: ExitCode, money: int) -> Finished:
+    return Finished(exit_code=code, units_done=1, units_total=4, committed_micro_usd=money)
 
 
 def status(book_dir: Path, *extra: str) -> dict[str, Any]:
@@ -133,7 +131,7 @@ def a_lived_book(conn: sqlite3.Connection, book_dir: Path) -> None:
             emitter.emit(Spend(committed_micro_usd=250))
         with emitter.transaction():
             emitter.emit(Ceiling(shortfall_micro_usd=50))
-            emitter.emit(finished("ceiling", 4, 250))
+            emitter.emit(finished(ExitCode.CEILING, 250))
     with Emitter.open(conn, book_dir, engine_run_id="r2") as emitter, emitter.transaction():
         emitter.emit(progress(2))
         emitter.emit(UnitDone(unit="u1", index=0))
@@ -194,7 +192,7 @@ def test_rows_past_the_recorded_watermark_stay_for_recovery(
     recognise them there. A prune takes the rows up to the recorded watermark and leaves those;
     the next start appends nothing twice and reports what a book never pruned reports."""
     io = FaultyIO(in_process=True)
-    emitter = Emitter.open(conn, book_dir, engine_run_id="r1", io=io)
+    emitter = open_emitter(conn, book_dir, io, engine_run_id="r1")
     for amount in (100, 200):
         with emitter.transaction():
             emitter.emit(Spend(committed_micro_usd=amount))
@@ -234,7 +232,7 @@ def test_the_live_stream_stays_until_it_is_finished(
     assert len(outbox(conn)) == 3
 
     with emitter.transaction():
-        emitter.emit(finished("clean", 0, 100))
+        emitter.emit(finished(ExitCode.CLEAN, 100))
     emitter._projector.record_watermarks()
     assert emitter.prune() == PruneResult(4, 1, limit_reached=False)
     assert outbox(conn) == []
@@ -254,7 +252,7 @@ def test_without_a_retention_every_row_stays(conn: sqlite3.Connection, book_dir:
     for run_id in ("r1", "r2", "r3"):
         with Emitter.open(conn, book_dir, engine_run_id=run_id) as emitter, emitter.transaction():
             emitter.emit(Spend(committed_micro_usd=1))
-            emitter.emit(finished("clean", 0, 1))
+            emitter.emit(finished(ExitCode.CLEAN, 1))
     assert len(outbox(conn)) == 9
     with Emitter.open(conn, book_dir, engine_run_id="r4") as emitter:
         assert emitter.prune(dt.timedelta(days=1)).rows_deleted == 0
@@ -357,7 +355,7 @@ def test_with_a_retention_the_emitter_prunes_by_itself(
     fake_clock[0] = start + dt.timedelta(minutes=91)
     with emitter.transaction():
         emitter.emit(Spend(committed_micro_usd=3))
-        emitter.emit(finished("clean", 0, 3))
+        emitter.emit(finished(ExitCode.CLEAN, 3))
     assert [run_id for run_id, _ in outbox(conn)] == ["r3"] * 3, "r2 pruned after the flush"
     fake_clock[0] = start + dt.timedelta(minutes=200)
     emitter.close()

@@ -36,8 +36,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from engine_events import Ceiling, Event, Finished, PhaseCount, Progress, Spend, UnitDone
+from engine_events import Ceiling, ExitCode, Finished, PhaseCount, Progress, Spend, UnitDone
 from engine_events._emitter import Emitter
+from engine_events._events import Event
 from engine_events._line import format_time
 from engine_events._lock import BookLock
 from engine_events._schema import DATABASE_FILE_NAME
@@ -49,6 +50,7 @@ from engine_events.testing import (
     FaultyIO,
     SimulatedCrash,
     abandon,
+    open_emitter,
 )
 
 Key = tuple[str, int]
@@ -204,8 +206,8 @@ class PruneLife(RuleBasedStateMachine):
             options: dict[str, Any] = {}
             if book is self.pruning:
                 options = {"retention": retention, "prune_interval_s": interval}
-            book.emitter = Emitter.open(
-                book.conn, book.dir, engine_run_id=run_id, io=book.io, **options
+            book.emitter = open_emitter(
+                book.conn, book.dir, book.io, engine_run_id=run_id, **options
             )
 
         self.finished = False
@@ -405,7 +407,7 @@ def _event(kind: str, amount: int) -> Event:
 
 def _finished(amount: int) -> Finished:
     return Finished(
-        outcome="clean", exit_code=0, units_done=1, units_total=1, committed_micro_usd=amount
+        exit_code=ExitCode.CLEAN, units_done=1, units_total=1, committed_micro_usd=amount
     )
 
 

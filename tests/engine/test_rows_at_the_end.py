@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine_events import Event, Spend, UnitDone
+from engine_events import Spend, UnitDone
 from engine_events._emitter import Emitter
+from engine_events._events import Event
 from engine_events._journal_file import JournalFile, OsJournalIO, TailReader
 from engine_events._lock import BookLock
 from engine_events._outbox import streams
@@ -27,7 +28,7 @@ from engine_events._projection import BATCH_LINES_MAX, Projector
 from engine_events._schema import DATABASE_FILE_NAME, connect
 from engine_events._sql import OUTBOX_AFTER
 from engine_events.readers.status import repair
-from engine_events.testing import EngineWorld, FaultyIO, SimulatedCrash, abandon
+from engine_events.testing import EngineWorld, FaultyIO, SimulatedCrash, abandon, open_emitter
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def crash_after_fsync_of_a_big_checkpoint(
     of its projection, before any watermark is recorded. Returns the dead process's database."""
     conn = connect(book_dir / DATABASE_FILE_NAME)
     io = FaultyIO(in_process=True)
-    emitter = Emitter.open(conn, book_dir, engine_run_id="big", io=io)
+    emitter = open_emitter(conn, book_dir, io, engine_run_id="big")
     io.crash_next("after_fsync", fsync)
     with pytest.raises(SimulatedCrash), emitter.transaction():
         for event in events:
@@ -113,7 +114,7 @@ def test_a_last_line_that_is_no_row_of_ours_is_not_taken_for_one(book_dir: Path)
     """A file whose last line looks like a row (same seq) but is not its bytes: nothing is
     recognised, the rows are appended (the file holds them after the stranger)."""
     conn = connect(book_dir / DATABASE_FILE_NAME)
-    emitter = Emitter.open(conn, book_dir, engine_run_id="a", io=FaultyIO(fail_errno=errno.ENOSPC))
+    emitter = open_emitter(conn, book_dir, FaultyIO(fail_errno=errno.ENOSPC), engine_run_id="a")
     with emitter.transaction():
         emitter.emit(Spend(committed_micro_usd=5))
     emitter.close()  # degraded: both rows wait in the outbox
@@ -185,14 +186,14 @@ def test_any_prefix_of_the_unprojected_rows_at_the_end_is_not_appended_again(
         book.mkdir()
         conn = connect(book / DATABASE_FILE_NAME)
         io = FaultyIO()
-        emitter = Emitter.open(conn, book, engine_run_id="s0", io=io)
+        emitter = open_emitter(conn, book, io, engine_run_id="s0")
         for amount in range(projected):  # projected, and recorded by the next row or close()
             with emitter.transaction():
                 emitter.emit(Spend(committed_micro_usd=amount))
         io.fail_errno = errno.ENOSPC
         for number, count in enumerate(per_stream):
             if number:
-                emitter = Emitter.open(conn, book, engine_run_id=f"s{number}", io=FullDisk())
+                emitter = open_emitter(conn, book, FullDisk(), engine_run_id=f"s{number}")
             for index in range(count):
                 with emitter.transaction():
                     emitter.emit(UnitDone(unit=f"u{number}-{index}", index=index))

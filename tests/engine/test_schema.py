@@ -19,18 +19,17 @@ import pytest
 
 from engine_events import (
     Ceiling,
-    Event,
+    ExitCode,
     Finished,
-    Hello,
     PhaseCount,
     Progress,
-    SchemaMismatch,
     Spend,
     UnitDone,
     _outbox,
     _sql,
 )
 from engine_events._emitter import Emitter
+from engine_events._events import Event, Hello
 from engine_events._journal_file import JournalFile, OsJournalIO
 from engine_events._lock import BookLock
 from engine_events._projection import Projector
@@ -41,6 +40,7 @@ from engine_events._schema import (
     migrate,
     schema_version,
 )
+from engine_events.errors import SchemaMismatch
 from engine_events.readers.status import read_status
 
 RELEASED_STEPS = {
@@ -74,10 +74,8 @@ def progress(done: int) -> Progress:
     return Progress(phases={"draft": PhaseCount(done=done, total=4)})
 
 
-def finished(code: int, outcome: str, units: int, money: int) -> Finished:
-    return Finished(
-        outcome=outcome, exit_code=code, units_done=units, units_total=4, committed_micro_usd=money
-    )
+def finished(code: ExitCode, units: int, money: int) -> Finished:
+    return Finished(exit_code=code, units_done=units, units_total=4, committed_micro_usd=money)
 
 
 def step_1_process(
@@ -134,7 +132,7 @@ def step_1_book(book_dir: Path) -> sqlite3.Connection:
         [
             [progress(1), Spend(committed_micro_usd=250)],
             [progress(2), UnitDone(unit="u1", index=0), Spend(committed_micro_usd=500)],
-            [Ceiling(shortfall_micro_usd=250), finished(4, "ceiling", 1, 500)],
+            [Ceiling(shortfall_micro_usd=250), finished(ExitCode.CEILING, 1, 500)],
         ],
     )
     step_1_process(
@@ -237,7 +235,7 @@ def test_a_step_1_book_upgrades_with_its_data_and_status_intact(
     copy.close()
 
     with Emitter.open(conn, book_dir, engine_run_id="r3") as emitter, emitter.transaction():
-        emitter.emit(finished(0, "clean", 4, 1000))
+        emitter.emit(finished(ExitCode.CLEAN, 4, 1000))
     code, resumed = status(book_dir)
     assert [
         (s["engine_run_id"], s["last_seq"], s["projected_seq"]) for s in resumed["streams"]

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from engine_events import BankStop, Ceiling, Finished, PhaseCount, Progress, Spend, UnitDone
+from engine_events import (
+    BankStop,
+    Ceiling,
+    ExitCode,
+    Finished,
+    PhaseCount,
+    Progress,
+    Spend,
+    UnitDone,
+)
 from engine_events._emitter import Emitter
 from engine_events._schema import DATABASE_FILE_NAME, connect
 from engine_events._sql import ALL_STATEMENTS, MIGRATIONS, QUERIES
@@ -107,7 +116,7 @@ def test_a_whole_life_runs_only_listed_statements(book_dir: Path) -> None:
         with emitter.transaction():
             emitter.emit(
                 Finished(
-                    outcome="clean", exit_code=0, units_done=1, units_total=1, committed_micro_usd=1
+                    exit_code=ExitCode.CLEAN, units_done=1, units_total=1, committed_micro_usd=1
                 )
             )
     died = Emitter.open(conn, book_dir, engine_run_id="b")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from engine_events import Ceiling, Finished, PhaseCount, Progress, Spend
+from engine_events import Ceiling, ExitCode, Finished, PhaseCount, Progress, Spend
 from engine_events._emitter import Emitter
 from engine_events._schema import DATABASE_FILE_NAME, SCHEMA_VERSION, connect
 
@@ -34,8 +34,7 @@ def test_status_reports_the_shape_of_the_contract(conn: sqlite3.Connection, book
             emitter.emit(Ceiling(shortfall_micro_usd=30))
             emitter.emit(
                 Finished(
-                    outcome="ceiling",
-                    exit_code=4,
+                    exit_code=ExitCode.CEILING,
                     units_done=2,
                     units_total=5,
                     committed_micro_usd=700,
@@ -81,7 +80,7 @@ def test_repair_projects_the_backlog_and_cuts_the_torn_tail(book_dir: Path) -> N
     conn.execute("BEGIN IMMEDIATE")
     emitter.emit(Spend(committed_micro_usd=5))
     emitter.emit(
-        Finished(outcome="clean", exit_code=0, units_done=1, units_total=1, committed_micro_usd=5)
+        Finished(exit_code=ExitCode.CLEAN, units_done=1, units_total=1, committed_micro_usd=5)
     )
     conn.commit()  # committed, never projected: the process died
     emitter._lock.close()

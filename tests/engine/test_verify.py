@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine_events import ExitCode
 from engine_events._events import Finished, Hello, Spend
 from engine_events._line import LINE_BYTES_MAX, encode_line
 from engine_events.readers import verify as _verify
@@ -41,9 +42,7 @@ def spend(seq: int, amount: int) -> bytes:
 
 
 def finished(seq: int) -> bytes:
-    event = Finished(
-        outcome="clean", exit_code=0, units_done=1, units_total=1, committed_micro_usd=5
-    )
+    event = Finished(exit_code=ExitCode.CLEAN, units_done=1, units_total=1, committed_micro_usd=5)
     return encode_line(seq, event, T)
 
 

@@ -15,11 +15,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
+from engine_events import ExitCode
 from engine_events._events import (
     BankStop,
     Ceiling,
@@ -61,9 +63,8 @@ def progress(**phases: tuple[int, int]) -> Progress:
     return Progress(phases={name: PhaseCount(done=d, total=t) for name, (d, t) in phases.items()})
 
 
-def finished(code: int, outcome: str, stop: StopKind | None = None, spent: int = 0) -> Finished:
+def finished(code: ExitCode, stop: StopKind | None = None, spent: int = 0) -> Finished:
     return Finished(
-        outcome=outcome,
         exit_code=code,
         units_done=2,
         units_total=6,
@@ -121,7 +122,7 @@ def test_repeated_lines_are_not_counted_twice() -> None:
 
 def test_new_stream_resets_the_stream_but_keeps_the_books_spend() -> None:
     """A new hello resets phases, stream units and outcome; book spend and book units stay."""
-    first = [*FIRST, encode_line(8, finished(4, "ceiling", spent=2_500_000), T)]
+    first = [*FIRST, encode_line(8, finished(ExitCode.CEILING, spent=2_500_000), T)]
     second = stream(RUN_B, progress(draft=(3, 6)), UnitDone(unit="ch-03", index=2))
     view = view_of(*first, *second)
     assert view.engine_run_id == RUN_B
@@ -146,7 +147,7 @@ def test_ceiling_and_outcome() -> None:
             RUN_A,
             Spend(committed_micro_usd=3_000_000),
             Ceiling(shortfall_micro_usd=250_000),
-            finished(4, "ceiling", spent=3_000_000),
+            finished(ExitCode.CEILING, spent=3_000_000),
         )
     )
     assert view.shortfall_micro_usd == 250_000
@@ -157,7 +158,7 @@ def test_ceiling_and_outcome() -> None:
         4,
         None,
     )
-    stopped = view_of(*stream(RUN_A, finished(5, "graceful_stop", stop="hard")))
+    stopped = view_of(*stream(RUN_A, finished(ExitCode.GRACEFUL_STOP, stop="hard")))
     assert stopped.finished is not None
     assert stopped.finished.stop == "hard"
 
@@ -222,7 +223,7 @@ def test_render_shows_the_ceiling_and_the_outcome() -> None:
         RUN_A,
         Spend(committed_micro_usd=1_000_000),
         Ceiling(shortfall_micro_usd=250_000),
-        finished(4, "ceiling", spent=1_000_000),
+        finished(ExitCode.CEILING, spent=1_000_000),
     )
     text = text_of(view_of(*events), engine_live=False)
     assert "$1.00" in text
@@ -233,7 +234,7 @@ def test_render_shows_the_ceiling_and_the_outcome() -> None:
 
 def test_render_shows_a_soft_stop() -> None:
     """A graceful stop's outcome says whether it was soft or hard."""
-    text = text_of(view_of(*stream(RUN_A, finished(5, "graceful_stop", stop="soft"))))
+    text = text_of(view_of(*stream(RUN_A, finished(ExitCode.GRACEFUL_STOP, stop="soft"))))
     assert "graceful_stop (exit 5), soft stop" in text
 
 
@@ -330,7 +331,7 @@ def test_command_follows_until_finished(tmp_path: Path, capsys: pytest.CaptureFi
     """Lines appended while watching are shown, and `finished` ends the watch with exit 0."""
     book = tmp_path / "book"
     write_book(book, FIRST[:2])
-    rest = [*FIRST[2:], encode_line(8, finished(0, "clean", spent=2_500_000), T)]
+    rest = [*FIRST[2:], encode_line(8, finished(ExitCode.CLEAN, spent=2_500_000), T)]
 
     def append_slowly() -> None:
         for raw in rest:
@@ -365,7 +366,7 @@ def test_command_waits_for_the_engine_to_let_go(
     held_lock: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A `finished` line does not end the watch while a live engine still holds the book's lock."""
-    write_book(held_lock, [*FIRST, encode_line(8, finished(0, "clean"), T)])
+    write_book(held_lock, [*FIRST, encode_line(8, finished(ExitCode.CLEAN), T)])
     assert command(held_lock, once=False, exit_on_finish=True, timeout_s=0.4) == 1
     assert "clean (exit 0)" in capsys.readouterr().out
 
@@ -373,7 +374,7 @@ def test_command_waits_for_the_engine_to_let_go(
 def test_command_ends_once_the_lock_is_free(tmp_path: Path) -> None:
     """With the lock file present but not held, a `finished` line ends the watch at once."""
     book = tmp_path / "book"
-    write_book(book, [*FIRST, encode_line(8, finished(0, "clean"), T)])
+    write_book(book, [*FIRST, encode_line(8, finished(ExitCode.CLEAN), T)])
     (book / ".engine.lock").write_text("123\n")
     started = time.monotonic()
     assert command(book, once=False, exit_on_finish=True, timeout_s=20) == 0
@@ -383,7 +384,7 @@ def test_command_ends_once_the_lock_is_free(tmp_path: Path) -> None:
 def test_command_keeps_following_after_finish_when_asked(tmp_path: Path) -> None:
     """Without exit_on_finish the watch goes on after `finished` until the timeout."""
     book = tmp_path / "book"
-    write_book(book, [*FIRST, encode_line(8, finished(0, "clean"), T)])
+    write_book(book, [*FIRST, encode_line(8, finished(ExitCode.CLEAN), T)])
     assert command(book, once=False, exit_on_finish=False, timeout_s=0.3) == 1
 
 
@@ -538,15 +539,23 @@ def test_plain_replaces_every_unsafe_character_and_keeps_the_rest() -> None:
     assert plain("abc", 0) == ""
 
 
+def with_outcome(line: bytes, outcome: str) -> bytes:
+    """A `finished` line whose outcome is not its code's name: no emitter writes one (`Finished`
+    derives it from the code), and a reader must still show it safely."""
+    record = orjson.loads(line)
+    record["data"]["outcome"] = outcome
+    return orjson.dumps(record) + b"\n"
+
+
 def write_hostile_journal(book: Path) -> None:
-    lines = stream(
+    *lines, last = stream(
         RUN_A,
         progress(**{"[bold red]draft\x1b]0;pwned\x07": (1, 2)}),
         UnitDone(unit="\x1b[2J\x1b[H[/]ch-1\u202e", index=0),
         BankStop(signature="\x9b31m[link=x]sig[/link]"),
-        finished(3, "[/]bank_stop\x85"),
+        finished(ExitCode.BANK_STOP),
     )
-    write_book(book, lines)
+    write_book(book, [*lines, with_outcome(last, "[/]bank_stop\x85")])
 
 
 def watch_once(book: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -636,7 +645,7 @@ def test_a_journal_that_turns_into_a_fifo_while_followed(tmp_path: Path) -> None
 def test_a_lock_that_is_a_fifo_does_not_hang_the_view(tmp_path: Path) -> None:
     """The engine's lock probe does not wait on a FIFO at `.engine.lock`: no engine can hold it."""
     book = tmp_path / "book"
-    write_book(book, [*FIRST, encode_line(8, finished(0, "clean"), T)])
+    write_book(book, [*FIRST, encode_line(8, finished(ExitCode.CLEAN), T)])
     os.mkfifo(book / ".engine.lock")
     result = watch_once(book)
     assert result.returncode == 0, result.stderr

@@ -201,7 +201,7 @@ def test_the_version_is_said_the_same_in_any_position(
 
 
 def _complete(script: str, *words: str) -> list[str]:
-    return bash_offers(script, "_platform_ingest_completion", *words)
+    return bash_offers(script, "_shtab_platform_ingest", *words)
 
 
 def _completion_script(capsys: pytest.CaptureFixture[str], shell: str) -> str:
@@ -233,13 +233,3 @@ def test_the_bash_completion_offers_every_command_and_its_options(
         "CRITICAL",
     ]
     assert _complete(script, "platform-ingest", "completion", "") == ["bash", "zsh"]
-
-
-def test_the_zsh_completion_is_the_bash_one_through_bashcompinit(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    bash = _completion_script(capsys, "bash")
-    zsh = _completion_script(capsys, "zsh")
-    head, _, body = zsh.partition("bashcompinit\n")
-    assert head.startswith("#compdef platform-ingest\n") and "autoload" in head
-    assert body == bash

@@ -44,6 +44,7 @@ from engine_events import (
     Ceiling,
     Emitter,
     EngineEventsError,
+    ExitCode,
     Finished,
     PhaseCount,
     Progress,
@@ -98,8 +99,6 @@ ENDINGS: dict[str, tuple[int, Literal["soft", "hard"] | None, str | None, str | 
     "hard_stop": (5, "hard", None, None),
     "refused": (14, None, "decisions_rejected", None),
 }
-OUTCOMES = {0: "clean", 1: "infra", 2: "completed_with_flags", 3: "bank_stop", 4: "ceiling"}
-OUTCOMES.update({5: "graceful_stop", 14: "decisions_rejected"})
 
 
 def host_setup(conn: sqlite3.Connection) -> None:
@@ -224,8 +223,7 @@ class SeamWorld(RuleBasedStateMachine):
                 elif before == "bank_stop":
                     stored.append(self._emit(emitter, BankStop(signature=f"sig-{steps}")))
                 finished = Finished(
-                    outcome=OUTCOMES[code],
-                    exit_code=code,
+                    exit_code=ExitCode(code),
                     units_done=units,
                     units_total=units + 3,
                     committed_micro_usd=spent,

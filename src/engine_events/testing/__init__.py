@@ -2,7 +2,7 @@
 
 The fault seams (`faults`): `FaultyIO`, a `JournalIO` that fails writes with an errno as a full
 disk does and kills the process at a named point of the projection (`CRASH_POINTS`), or raises
-`SimulatedCrash` in process, with `abandon(emitter)` doing what the kernel does for a dead process;
+`SimulatedCrash` in process, given to an emitter by `open_emitter(conn, book_dir, io, ...)`, with `abandon(emitter)` doing what the kernel does for a dead process;
 and `FaultyConnection`, which tells a world of every COMMIT so the process can die right there, and
 can die in the middle of a prune (`MID_PRUNE`).
 
@@ -29,8 +29,8 @@ of the reference engine in a world.
 `python -m engine_events.testing BOOK_DIR [--crash-at POINT:N] [--fail-with ERRNO:N] [options]` runs
 the reference engine with such an IO: the crash and fault tests use it on real processes.
 
-This module is the public import path; the code lives in `faults` (`FaultyIO`, `FaultyConnection`,
-the crash points, `SimulatedCrash`, `abandon`), `world` (`EngineWorld`, `live`, the reference
+This module is the public import path; the code lives in `faults` (`FaultyIO`, `open_emitter`,
+`FaultyConnection`, the crash points, `SimulatedCrash`, `abandon`), `world` (`EngineWorld`, `live`, the reference
 engine as a host), `power_cut` (the power-cut model) and `main` (the command's `main`).
 """
 
@@ -46,6 +46,7 @@ from .faults import (
     FaultyIO,
     SimulatedCrash,
     abandon,
+    open_emitter,
 )
 from .main import main
 from .power_cut import PAGE_BYTES, CrashState, Op, PowerCutIO, Tears, crash_states, materialize
@@ -85,5 +86,6 @@ __all__ = [
     "live",
     "main",
     "materialize",
+    "open_emitter",
     "reference_engine",
 ]

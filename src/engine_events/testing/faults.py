@@ -1,6 +1,6 @@
 """The fault seams of `engine_events.testing`: the journal's system calls and the COMMITs.
 
-`FaultyIO` is a `JournalIO` that can fail writes with an errno (ENOSPC, EIO, ...) — first writing
+`FaultyIO` is a `JournalIO` (given to an emitter by `open_emitter`) that can fail writes with an errno (ENOSPC, EIO, ...) — first writing
 part of the data, as a full disk does — and can kill the process with SIGKILL at a named point of the
 projection:
 
@@ -61,6 +61,15 @@ class CommitObserver(Protocol):
     """What a `FaultyConnection` reports its COMMITs to (an `EngineWorld`)."""
 
     def _committed(self, conn: sqlite3.Connection) -> None: ...
+
+
+def open_emitter(
+    conn: sqlite3.Connection, book_dir: Path | str, io: JournalIO, **options: Any
+) -> Emitter:
+    """`Emitter.open(conn, book_dir, **options)` with the journal's system calls going through `io`
+    (a `FaultyIO`, a `PowerCutIO`): the one way to put an emitter on a failing disk or crash it at a
+    named point, kept out of `Emitter.open`'s own signature, which production code calls."""
+    return Emitter._open(conn, book_dir, io, **options)
 
 
 def abandon(emitter: Emitter) -> None:

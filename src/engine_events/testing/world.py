@@ -51,6 +51,7 @@ from .faults import (
     SimulatedCrash,
     _is_commit,
     abandon,
+    open_emitter,
 )
 from .power_cut import PowerCutIO
 
@@ -192,15 +193,15 @@ class EngineWorld:
             self._lock = BookLock(self.book_dir)
             if self.setup is not None:
                 self.setup(self.conn)
-            self.emitter = Emitter.open(
+            self.emitter = open_emitter(
                 self.conn,
                 self.book_dir,
+                self.io,
                 book_id=self.book_id,
                 chunker_version=self.chunker_version,
                 engine_run_id=engine_run_id,
                 on_journal_error=on_journal_error or self.on_journal_error,
                 lock=self._lock,
-                io=self.io,
             )
         except SimulatedCrash as crash:
             self._bury(crash.point)
