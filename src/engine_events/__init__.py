@@ -46,7 +46,8 @@ from .errors import (
     StreamVersionNotSupported,
     UnsupportedVersion,
 )
-from .readers.decode import Line, decode_line
+from .grammar import Line
+from .readers.decode import decode_line
 
 __all__ = [
     "DATABASE_FILE_NAME",

@@ -2,14 +2,17 @@
 
 A pass reads each book's `events.jsonl` and applies every event's effect exactly once into
 Postgres: the effects and the attempt's cursor `(engine_run_id, seq)` commit in one transaction.
-`platform_ingest` never imports the engine's package; the two meet only in the file format and the
-shared test vectors.
+It reads the journal by the grammar of `engine_events` (`engine_events.grammar`, the one the
+engine writes and reads by), and imports nothing else of the engine's package but its shared
+helpers (logs, version, safe text, exit codes).
 """
 
 import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from engine_events.grammar import LINE_BYTES_MAX, NESTING_DEPTH_MAX
+
     from ._version import __version__
     from .decisions.exit_codes import ExitCode, ExitReading, read_exit_code
     from .errors import (
@@ -26,10 +29,7 @@ if TYPE_CHECKING:
         EmbeddedServerError,
         EngineLive,
         ForeignStreamAhead,
-        HelloNotFirst,
         IngestError,
-        InvalidJson,
-        InvalidUtf8,
         JournalMissing,
         JournalNotRegular,
         JournalOutsideRoots,
@@ -39,11 +39,7 @@ if TYPE_CHECKING:
         LineOutOfPlace,
         LineOutsideStream,
         LineRefused,
-        LineTooLong,
         MalformedLine,
-        MoneyNotInteger,
-        NestingTooDeep,
-        NotAnObject,
         NotFound,
         NotUtf8Path,
         PathOutsideRoots,
@@ -60,14 +56,12 @@ if TYPE_CHECKING:
         StreamNotSeen,
         StreamProblem,
         UnsupportedVersion,
-        WrongType,
     )
     from .ingest.book_pass import BookPass, PassReport, sweep_book
     from .ingest.books import book_ref, register_book
     from .ingest.rebuild import RebuildReport, Unreplayable, rebuild
     from .journal.decode import decode_line
     from .journal.line import Line
-    from .journal.line_rules import LINE_BYTES_MAX, NESTING_DEPTH_MAX
     from .store.db import Database, DatabaseSettings
     from .store.schema import migrate, schema_version
     from .worker.loop import Worker, WorkerSettings
@@ -93,10 +87,7 @@ __all__ = [
     "ExitCode",
     "ExitReading",
     "ForeignStreamAhead",
-    "HelloNotFirst",
     "IngestError",
-    "InvalidJson",
-    "InvalidUtf8",
     "JournalMissing",
     "JournalNotRegular",
     "JournalOutsideRoots",
@@ -107,11 +98,7 @@ __all__ = [
     "LineOutOfPlace",
     "LineOutsideStream",
     "LineRefused",
-    "LineTooLong",
     "MalformedLine",
-    "MoneyNotInteger",
-    "NestingTooDeep",
-    "NotAnObject",
     "NotFound",
     "NotUtf8Path",
     "PassReport",
@@ -133,7 +120,6 @@ __all__ = [
     "UnsupportedVersion",
     "Worker",
     "WorkerSettings",
-    "WrongType",
     "__version__",
     "book_ref",
     "decode_line",
@@ -147,8 +133,8 @@ __all__ = [
 
 
 _SUBMODULES = {
-    "LINE_BYTES_MAX": "journal.line_rules",
-    "NESTING_DEPTH_MAX": "journal.line_rules",
+    "LINE_BYTES_MAX": "journal.decode",
+    "NESTING_DEPTH_MAX": "journal.decode",
     "Line": "journal.line",
     "decode_line": "journal.decode",
     "book_ref": "ingest.books",

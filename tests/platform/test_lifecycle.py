@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from platform_ingest import Database
-from platform_ingest.journal import line_rules
+from engine_events.grammar import rules as line_rules
 from platform_ingest.operate.naming import release_attempt
 from platform_journals import (
     RUN_A,

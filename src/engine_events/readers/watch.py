@@ -49,7 +49,8 @@ from .._line import LINE_BYTES_MAX
 from .._lock import LOCK_FILE_NAME
 from .._money import usd
 from ..errors import EngineEventsError, LineError, NotARegularFile
-from .decode import Line, decode_stream_line, require_supported
+from ..grammar import Line
+from .decode import decode_stream_line, require_supported
 from .lines import LineReader
 from .plain import plain
 from .regular_file import open_regular
@@ -180,7 +181,7 @@ class BookView:
         try:
             line = decode_stream_line(raw, self.stream_version)
         except LineError as error:
-            self._problem(f"{where}: {error.kind}: {error.reason}")
+            self._problem(f"{where}: {error.kind}: {error.detail}")
             if error.engine_run_id is not None:
                 self._on_refused_hello(error)
             return
@@ -252,7 +253,7 @@ class BookView:
         except LineError as error:
             self.refused_version = self.stream_version
             self._leave()
-            self._problem(f"{where}: {error.kind}: {error.reason}")
+            self._problem(f"{where}: {error.kind}: {error.detail}")
 
     def _on_refused_hello(self, error: LineError) -> None:
         """A readable hello that was refused starts its stream all the same (nothing of it is
@@ -264,7 +265,7 @@ class BookView:
         if error.kind == "unsupported_version":
             self.refused_version = error.stream_version
         else:
-            self.refused_hello = error.reason
+            self.refused_hello = error.detail
         self._leave()
 
     def _apply(self, line: Line) -> None:

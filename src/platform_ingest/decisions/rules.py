@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from hashlib import sha256
 
+from engine_events.grammar import reads_major
+
 from ..errors import (
     BookMismatch,
     ForeignStreamAhead,
@@ -38,16 +40,14 @@ from ..errors import (
     LineBeforeHello,
     LineOutsideStream,
     LineRefused,
-    LineTooLong,
+    MalformedLine,
     PayloadConflict,
     SequenceGap,
     StreamProblem,
     UnsupportedVersion,
-    WrongKeys,
 )
 from ..journal.decode import decode_line, decode_stream_line
 from ..journal.line import Line
-from ..journal.line_rules import reads_major
 from ..journal.reader import Hint
 from .batch import Batch, BatchHashes
 from .book_state import BookState, History, stream_position
@@ -159,7 +159,7 @@ class StreamRules:
             self.batch.starts_reset = True
             self.batch.book_changed = True
 
-    def take(self, offset: int, raw: bytes | LineTooLong) -> bool:
+    def take(self, offset: int, raw: bytes | MalformedLine) -> bool:
         """Decide the complete line at `offset` (or the over-long one the reader skipped).
 
         False when the line is not consumed and the pass must stop before it: a foreign hello
@@ -175,7 +175,8 @@ class StreamRules:
             line = decode_line(raw)
         except LineRefused as refused:
             problem: LineRefused | None = refused
-            if isinstance(refused, WrongKeys):  # perhaps a newer minor's envelope key
+            if isinstance(refused, MalformedLine) and refused.reason == "wrong_keys":
+                # perhaps a newer minor's envelope key
                 followed = self.section_attempt
                 version = None if followed is None else followed.stream_version
                 try:
@@ -199,9 +200,9 @@ class StreamRules:
             self.seen_here = line.seq
         return self._decided(offset, size, digest, line.seq)
 
-    def _take_unread(self, offset: int, raw: bytes | LineTooLong) -> bool:
+    def _take_unread(self, offset: int, raw: bytes | MalformedLine) -> bool:
         """An over-long line the reader skipped (its bytes never gathered)."""
-        assert isinstance(raw, LineTooLong)  # the reader yields nothing else
+        assert isinstance(raw, MalformedLine)  # the reader yields nothing else
         if raw.line_sha256 is None:  # no newline yet: report, do not consume
             self._refused(raw, offset, b"", 0)
             return False
@@ -679,7 +680,7 @@ class StreamRules:
 
     # --- problems ---------------------------------------------------------------------------
 
-    def _problem(self, attempt: AttemptView, problem: StreamProblem) -> None:
+    def _problem(self, attempt: AttemptView, problem: StreamProblem | LineRefused) -> None:
         """Record a stream problem on its attempt: it stops (or parks), with its evidence."""
         self.replays.stopped(attempt)
         attempt.state = state_for_problem(problem.kind)

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from ..errors import BookProblemKind, ProblemKind, StreamProblem
+from ..errors import BookProblemKind, LineRefused, ProblemKind, StreamProblem
 from ..journal.reader import Hint
 from .runs import RunView
 
@@ -115,7 +115,7 @@ class ProblemRecord:
     detail: str
 
     @classmethod
-    def of(cls, problem: StreamProblem) -> ProblemRecord:
+    def of(cls, problem: StreamProblem | LineRefused) -> ProblemRecord:
         return cls(problem.kind, problem.seq, problem.offset, problem.detail)
 
     @classmethod

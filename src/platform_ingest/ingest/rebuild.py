@@ -47,7 +47,7 @@ from ..errors import (
     JournalMissing,
     JournalUnreadable,
     LineRefused,
-    LineTooLong,
+    MalformedLine,
     ProjectionInvalid,
 )
 from ..journal.decode import decode_stream_line
@@ -217,7 +217,7 @@ class _StreamLines:
         line that does not decode comes as (None, raw, None): an operator may have skipped it."""
         section: str | None = None
         for _, raw in self.journal.lines(start):
-            if isinstance(raw, LineTooLong):
+            if isinstance(raw, MalformedLine):
                 continue
             try:
                 ours = section == self.engine_run_id

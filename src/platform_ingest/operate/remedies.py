@@ -39,7 +39,7 @@ from ..errors import (
     CompactedConflict,
     ConfigError,
     LineRefused,
-    LineTooLong,
+    MalformedLine,
     NotFound,
     ProblemKind,
 )
@@ -222,7 +222,7 @@ def _line_at(book_path: str, offset: int) -> tuple[bytes, int, int | None] | Non
         for start, raw in journal.lines(offset):
             if start != offset:
                 return None
-            if isinstance(raw, LineTooLong):
+            if isinstance(raw, MalformedLine):
                 if raw.line_sha256 is None:
                     return None
                 return raw.line_sha256, raw.size_bytes, None

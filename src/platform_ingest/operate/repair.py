@@ -25,13 +25,14 @@ from typing import Any
 
 import orjson
 
+from engine_events.grammar import INTEGER_MAX
+
 from .._defaults import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S
 from ..decisions.exit_codes import ExitCode
 from ..decisions.runs import RunView, StateEffect
 from ..decisions.states import RunState
 from ..errors import EngineLive, NotFound, StatusUnreadable, StreamDisowned, StreamNotSeen
 from ..ingest.books import book_ref, register_book
-from ..journal.line_rules import BIGINT_MAX
 from ..store import statements
 from ..store.db import Database
 from .remedies import default_operator, record_action
@@ -73,7 +74,7 @@ class Repaired:
 
 
 def _money(value: object, field: str) -> int:
-    if type(value) is not int or not 0 <= value <= BIGINT_MAX:
+    if type(value) is not int or not 0 <= value <= INTEGER_MAX:
         raise StatusUnreadable(f"status: {field} is not a non-negative integer of micro-USD")
     return value
 

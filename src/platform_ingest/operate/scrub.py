@@ -52,12 +52,11 @@ from ..errors import (
     IngestError,
     JournalUnreadable,
     LineRefused,
-    LineTooLong,
+    MalformedLine,
     NotFound,
     PayloadConflict,
     StreamProblem,
     UnsupportedVersion,
-    WrongKeys,
 )
 from ..ingest.books import book_lock_key, book_ref, load_book
 from ..journal.decode import decode_line, decode_stream_line
@@ -330,7 +329,7 @@ class BookScrub:
         for offset, raw in journal.lines(start):
             if offset >= end:
                 break
-            if isinstance(raw, LineTooLong):
+            if isinstance(raw, MalformedLine):
                 if raw.line_sha256 is None:
                     self._offset = end  # no end yet: the last line, which no pass applied
                     break
@@ -391,8 +390,10 @@ class BookScrub:
             return decode_line(raw), None
         except UnsupportedVersion as refused:
             return None, refused.engine_run_id
-        except WrongKeys as refused:  # perhaps a newer minor's envelope key
-            stream = self._section
+        except MalformedLine as refused:
+            if refused.reason != "wrong_keys":
+                return None, refused.seq
+            stream = self._section  # perhaps a newer minor's envelope key
             try:
                 return decode_stream_line(
                     raw, None if stream is None else stream.stream_version
