@@ -42,6 +42,9 @@ INTEGER_MAX = 2**63 - 1
 """Every integer of a line (seq, counts, money, a pid) must fit a signed 64-bit integer: SQLite
 and a Postgres bigint hold it."""
 
+MICRO_USD_PER_USD = 1_000_000
+"""Money is a JSON integer of micro-USD: 1 USD is 1,000,000 of them."""
+
 EXIT_CODES = range(256)
 """`finished.exit_code`: what a process can end with."""
 

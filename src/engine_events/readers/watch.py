@@ -47,12 +47,11 @@ from rich.text import Text
 from .._journal_file import JOURNAL_FILE_NAME
 from .._line import LINE_BYTES_MAX
 from .._lock import LOCK_FILE_NAME
-from .._money import usd
 from ..errors import EngineEventsError, LineError, NotARegularFile
 from ..grammar import Line
 from .decode import decode_stream_line, require_supported
 from .lines import LineReader
-from .plain import plain
+from .plain import plain, usd
 from .regular_file import open_regular
 
 EXIT_DONE = 0
