@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 
 import engine_events._events as engine_events_module
 import engine_events._line as engine_line
-import engine_events.grammar as grammar
+from engine_events import grammar
 from engine_events._events import BankStop, Event, Finished, Hello, PhaseCount, Progress, UnitDone
 from engine_events._line import encode_line
 from engine_events.errors import EventError
+from engine_events.grammar import hello_identity, reads_major
 from engine_events.readers.decode import decode_line as engine_decode
 from platform_ingest.journal.decode import decode_line as platform_decode
-from engine_events.grammar import hello_identity, reads_major
 from verdicts import (
     engine_verdict,
     platform_streams,

@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import engine_events._exit_codes as engine_exit_codes
 import engine_events._logs as engine_logs
 import engine_events._version as engine_version
 import engine_events.readers.plain as engine_plain

@@ -530,7 +530,7 @@ def test_a_huge_name_is_cut_and_many_phases_are_counted() -> None:
 def test_plain_replaces_every_unsafe_character_and_keeps_the_rest() -> None:
     """Each C0, DEL, C1 and bidi control, a byte-order mark and a lone surrogate becomes its
     escape (`\\x1b`, `\\u202e`); other text (any script) is kept."""
-    for char in {*UNSAFE, "\ufeff", "\ud800", "\udcff"}:
+    for char in {*UNSAFE, "\ufeff", "\ud800"}:
         code = ord(char)
         assert plain(f"a{char}b") == (f"a\\x{code:02x}b" if code < 0x100 else f"a\\u{code:04x}b")
     kept = "Глава 1 — 第一章 [bold] 🙂 café"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from platform_ingest import Database
 from engine_events.grammar import rules as line_rules
+from platform_ingest import Database
 from platform_ingest.operate.naming import release_attempt
 from platform_journals import (
     RUN_A,
