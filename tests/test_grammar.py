@@ -13,6 +13,7 @@ import ast
 import importlib
 import json
 import pkgutil
+import re
 from pathlib import Path
 from typing import Any, get_args
 
@@ -60,6 +61,14 @@ SAMPLES: dict[str, MalformedLine] = {
     "integer_too_wide": MalformedLine.integer_too_wide(seq=3),
     "hello_not_first": MalformedLine("hello_not_first", "seq 2", seq=2),
 }
+
+
+def test_every_reason_is_documented() -> None:
+    """The reasons code may read are the ones docs/reference/stream-format.md lists."""
+    page = (ROOT / "docs" / "reference" / "stream-format.md").read_text()
+    table = page.split("| `reason` | the rule the line breaks |", 1)[1].split("\n\n", 1)[0]
+    documented = re.findall(r"^\| `([a-z_0-9]+)` \| ", table, re.M)
+    assert sorted(documented) == sorted(get_args(MalformedReason))
 
 
 def test_every_reason_has_a_sample_here() -> None:

@@ -151,7 +151,8 @@ def test_a_refusal_names_the_first_field_at_fault(raw: bytes, field: str) -> Non
 
 @pytest.mark.parametrize("amount", [1.5, "null", "12", None, -3, True], ids=repr)
 def test_money_violations_raise_money_not_integer_without_the_amount(amount: object) -> None:
-    """Each money violation is a MoneyNotInteger whose message names the field, not the value."""
+    """Each money violation is a `money_not_integer` refusal whose message names the field, not the
+    value."""
     with refused("money_not_integer") as caught:
         decode_line(spend(5, amount))
     assert caught.value.field == "committed_micro_usd"
