@@ -3,7 +3,7 @@
     python fuzz/fuzz_reader.py [libFuzzer options, e.g. -runs=200000 -max_len=65536]
 
 The reader must yield, in order and without overlap, only complete lines (each ending in its only
-newline, at most `LINE_BYTES_MAX` bytes) or `LineTooLong` records, and leave an unterminated tail
+newline, at most `LINE_BYTES_MAX` bytes) or `MalformedLine` records of `line_too_long`, and leave an unterminated tail
 unread; every complete line must decode to a `Line` or a typed `LineRefused`; a hint taken just
 past any yielded line must verify. Anything else is a finding. The corpus starts from the shared
 test-vector journals (in a temporary directory, unless a corpus directory is given on the command
@@ -23,7 +23,7 @@ import atheris
 with atheris.instrument_imports():
     import hashlib
 
-    from platform_ingest.errors import LineRefused, LineTooLong
+    from platform_ingest.errors import LineRefused, MalformedLine
     from platform_ingest.journal.decode import LINE_BYTES_MAX, decode_line
     from platform_ingest.journal.hint import Hint
     from platform_ingest.journal.reader import Journal, file_identity
@@ -43,7 +43,7 @@ def test_one_input(data: bytes) -> None:
         for offset, raw in journal.lines(0):
             if offset != position:
                 raise AssertionError(f"line at {offset}, expected {position}")
-            if isinstance(raw, LineTooLong):
+            if isinstance(raw, MalformedLine):
                 if raw.line_sha256 is None:  # unterminated: the end of what is read
                     position = len(data)
                     break

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import platform_ingest.journal.decode as platform_decoder
-import platform_ingest.journal.line_rules as platform_line_rules
+from engine_events.grammar import is_newer_minor
 from engine_events.readers.verify import verify_journal
 from engine_events.readers.watch import BookView
 from platform_ingest import Database
@@ -228,10 +228,10 @@ def _decoded(lines: list[bytes], decode: Callable[[bytes, str | None], object]) 
 
 
 def _precisely(raw: bytes, version: str | None) -> object:
-    newer = version is not None and platform_line_rules.is_newer_minor(version)
+    newer = version is not None and is_newer_minor(version)
     if not newer and raw.startswith(b'{"seq":1,"type":"hello"'):
         stated = json.loads(raw)["data"].get("stream_version")
-        newer = isinstance(stated, str) and platform_line_rules.is_newer_minor(stated)
+        newer = isinstance(stated, str) and is_newer_minor(stated)
     return decode_precisely(raw, DecoderMemo(), newer_minor=newer)
 
 

@@ -1,9 +1,10 @@
 """The two sides' decoders, and the engine's `verify`, reach the same verdict on any line
 (differential, property-based).
 
-`engine_events` and `platform_ingest` are deployed apart and share no code: each has its own reader.
-The vectors pin the verdicts the contract names; these tests look for lines where the readers
-disagree. The generators aim at the edges of the line's rules (docs/reference/stream-format.md): strings of any
+Both sides judge a line by one grammar (`engine_events.grammar`), but the platform reads most
+lines through fast lanes of its own (`platform_ingest/journal/decode.py`), and `verify` judges a
+line among the others of its journal. The vectors pin the verdicts the contract names; these tests
+look for lines where the readers disagree. The generators aim at the edges of the line's rules (docs/reference/stream-format.md): strings of any
 content (U+0000, multi-byte characters) and of sizes around their byte bounds, keys repeated or out
 of order, whitespace between tokens, other writers' escapes, impossible times, done > total.
 """
@@ -22,15 +23,13 @@ from hypothesis import strategies as st
 
 import engine_events._events as engine_events_module
 import engine_events._line as engine_line
-import engine_events.readers.decode as engine_decoder
-import platform_ingest.journal.line_rules as platform_line_rules
+from engine_events import grammar
 from engine_events._events import BankStop, Event, Finished, Hello, PhaseCount, Progress, UnitDone
 from engine_events._line import encode_line
 from engine_events.errors import EventError
+from engine_events.grammar import hello_identity, reads_major
 from engine_events.readers.decode import decode_line as engine_decode
 from platform_ingest.journal.decode import decode_line as platform_decode
-from platform_ingest.journal.hello import hello_identity
-from platform_ingest.journal.line_rules import reads_major
 from verdicts import (
     engine_verdict,
     platform_streams,
@@ -40,24 +39,21 @@ from verdicts import (
     watch_streams,
 )
 
-IDENTIFIER_BYTES_MAX = platform_line_rules.IDENTIFIER_BYTES_MAX
-TEXT_BYTES_MAX = platform_line_rules.TEXT_BYTES_MAX
+IDENTIFIER_BYTES_MAX = grammar.IDENTIFIER_BYTES_MAX
+TEXT_BYTES_MAX = grammar.TEXT_BYTES_MAX
 
 
-def test_the_two_sides_bounds_are_the_same_numbers() -> None:
-    """Each side keeps its own copy of every bound (they share no code); the copies agree."""
-    assert (
-        engine_events_module.IDENTIFIER_BYTES_MAX == platform_line_rules.IDENTIFIER_BYTES_MAX == 255
-    )
-    assert engine_events_module.TEXT_BYTES_MAX == platform_line_rules.TEXT_BYTES_MAX == 4096
-    assert engine_line.LINE_BYTES_MAX == platform_line_rules.LINE_BYTES_MAX == 1024 * 1024
-    assert engine_decoder.NESTING_DEPTH_MAX == platform_line_rules.NESTING_DEPTH_MAX
-    assert engine_decoder.INTEGER_MAX == platform_line_rules.BIGINT_MAX == engine_line.SEQ_MAX
-    assert engine_events_module.STREAM_MAJOR == platform_line_rules.STREAM_MAJOR
-    # The newest minor each reader knows: past it, envelope keys after `data` are ignored.
-    assert engine_decoder.STREAM_MINOR_KNOWN == platform_line_rules.STREAM_MINOR_KNOWN
+def test_the_bounds_are_the_documented_numbers() -> None:
+    """The grammar's bounds, which the emitter writes by and every reader reads by, are the
+    numbers docs/reference/stream-format.md gives."""
+    assert grammar.IDENTIFIER_BYTES_MAX == 255
+    assert grammar.TEXT_BYTES_MAX == 4096
+    assert grammar.LINE_BYTES_MAX == engine_line.LINE_BYTES_MAX == 1024 * 1024
+    assert grammar.INTEGER_MAX == 2**63 - 1
+    # The newest minor the readers know is the newest the emitter writes: past it, envelope keys
+    # after `data` are ignored.
     newest = max(engine_events_module.STREAM_VERSIONS, key=lambda v: int(v.split(".")[1]))
-    assert newest == f"1.{platform_line_rules.STREAM_MINOR_KNOWN}"
+    assert newest == f"{grammar.STREAM_MAJOR}.{grammar.STREAM_MINOR_KNOWN}"
 
 
 def assert_all_agree(raw: bytes, stream_version: str = "1.3") -> str:

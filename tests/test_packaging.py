@@ -9,8 +9,9 @@ This test builds both wheels, installs each with its declared dependencies into 
   wheel pulls in no Postgres driver and no server binaries); `--version` prints the root
   pyproject.toml's version.
 - platform-ingest: `platform-ingest sweep --auto` applies a hand-written journal to a fresh test
-  database, while `engine_events` is not importable (the platform meets the engine only in the
-  file format); `--version` prints the same version.
+  database; the engine's wheel comes with it as its dependency (the platform reads by the engine's
+  grammar), of the same version, and nothing brings the engine's SQLite writer into the platform's
+  process; `--version` prints the same version.
 - platform-ingest's embedded Postgres is an extra: its wheel's metadata lists pgserver only under
   `extra == "embedded"`, so the venv installed without the extra has no `pgserver` (no server
   binaries on a host with a Postgres of its own), and a command given no database there exits 1
@@ -106,10 +107,15 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]
 
 
 def _venv_with(wheel: Path, directory: Path) -> Path:
-    """A fresh venv in `directory` holding `wheel` and its dependencies; its bin directory."""
+    """A fresh venv in `directory` holding `wheel` and its dependencies (the other half's wheel,
+    when it is one, from beside it: it is not on the index); its bin directory."""
     _ok([sys.executable, "-m", "venv", directory], cwd=directory.parent)
     python = directory / "bin" / "python"
-    _ok([python, "-m", "pip", "install", "--quiet", wheel], directory, INSTALL_TIMEOUT_S)
+    _ok(
+        [python, "-m", "pip", "install", "--quiet", "--find-links", wheel.parent, wheel],
+        directory,
+        INSTALL_TIMEOUT_S,
+    )
     return directory / "bin"
 
 
@@ -153,6 +159,24 @@ def test_platform_wheel_lists_pgserver_only_under_the_embedded_extra(
         name for name, marker in platform if not marker
     }
     assert "pgserver" not in {name for name, _ in _requirements(wheels["engine_events"])}
+
+
+def test_platform_wheel_depends_on_the_engine_wheel_of_its_own_version(
+    wheels: dict[str, Path],
+) -> None:
+    """The platform reads by the engine's grammar: it requires the engine's wheel of the very
+    version it is (the root pyproject.toml's), and the engine's wheel requires nothing of the
+    platform's, nor a Postgres driver."""
+    platform = dict(_requirements(wheels["platform_ingest"]))
+    assert "engine-events" in platform
+    (pinned,) = [
+        entry
+        for entry in _metadata(wheels["platform_ingest"]).get_all("Requires-Dist") or []
+        if entry.startswith("engine-events")
+    ]
+    assert pinned.replace(" ", "") == f"engine-events=={VERSION}"
+    engine = {name for name, _ in _requirements(wheels["engine_events"])}
+    assert not engine & {"platform-ingest", "psycopg", "pgserver", "msgspec", "watchdog"}
 
 
 def test_platform_ingest_wheel_without_the_extra_refuses_no_database_with_its_message(
@@ -202,11 +226,16 @@ def test_engine_events_wheel_alone_runs_the_demo_without_postgres(
 
 
 @pytest.mark.postgres
-def test_platform_ingest_wheel_alone_sweeps_a_journal_without_the_engine(
+def test_platform_ingest_wheel_sweeps_a_journal_with_the_engines_grammar_alone(
     platform_bin: Path, tmp_path: Path, fresh_dsn: str
 ) -> None:
     bin_dir = platform_bin
-    _cannot_import(bin_dir / "python", "engine_events", tmp_path)
+    # The engine's wheel came with it, of the same version; a sweep loads its grammar, not its
+    # writer (the emitter, the outbox, the book's SQLite database).
+    assert _ok(
+        [bin_dir / "python", "-c", "import engine_events; print(engine_events.__version__)"],
+        tmp_path,
+    ) == (f"{VERSION}\n")
     assert (
         _ok([bin_dir / "platform-ingest", "--version"], tmp_path) == f"platform-ingest {VERSION}\n"
     )
@@ -235,11 +264,12 @@ def test_platform_ingest_wheel_alone_sweeps_a_journal_without_the_engine(
 def test_the_quarantine_how_tos_repair_step_works_on_a_platform_host(
     platform_bin: Path, wheels: dict[str, Path], tmp_path: Path, fresh_dsn: str
 ) -> None:
-    """A platform host installed as the README says holds the platform wheel alone (no
-    `engine-events` beside it), and the engine's own install is elsewhere (`/opt/engine/bin` in
+    """A platform host installed as the README says holds the platform wheel, with the engine's
+    wheel it depends on beside it, and the engine's own install is elsewhere (`/opt/engine/bin` in
     the example units). The how-to's repair step, run as written (its paths put where this test
     installed them, the DSN in the environment as a unit gives it), settles the run; the same
-    command without `--status-command` cannot, and says why."""
+    command without `--status-command` runs the `engine-events` installed with the platform, with
+    no `engine-events` on the PATH."""
     how_to = (ROOT / "docs" / "platform" / "states.md").read_text()
     (written,) = re.findall(
         r"^ *(platform-ingest repair BOOK_DIR --status-command .+)$", how_to, re.M
@@ -277,5 +307,5 @@ def test_the_quarantine_how_tos_repair_step_works_on_a_platform_host(
     bare = subprocess.run(
         [ingest, "repair", str(book)], check=False, env=environment, capture_output=True, text=True
     )
-    assert bare.returncode == 1
-    assert "status command not found: engine-events" in bare.stderr, bare.stderr
+    assert bare.returncode == 0, bare.stdout + bare.stderr
+    assert json.loads(bare.stdout)["book_id"] == "book-1", bare.stdout

@@ -7,7 +7,6 @@ its keys in the documented order.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -15,28 +14,22 @@ from typing import Any, ClassVar, Literal
 from ._exit_codes import ExitCode
 from ._money import require_micro_usd
 from .errors import EventError, StreamVersionNotSupported
+from .grammar import (
+    IDENTIFIER_BYTES_MAX,
+    INTEGER_MAX,
+    STREAM_VERSION_PATTERN,
+    TEXT_BYTES_MAX,
+)
 
 STREAM_VERSION = "1.3"
 """The stream version the emitter writes unless the host picks another of `STREAM_VERSIONS`."""
 STREAM_VERSIONS = ("1.3", "1.4")
 """The stream versions the emitter can write. 1.4 adds one optional field, `hello.pid`."""
-STREAM_MAJOR = 1
 PID_SINCE = (1, 4)
 """The first stream version whose `hello` may carry `pid`."""
-PID_MAX = 2**63 - 1
-
-IDENTIFIER_BYTES_MAX = 255
-"""The longest identifier-like string of a line, in UTF-8 bytes: `engine_run_id`, `book_id`,
-`chunker_version`, `stream_version`, `unit`, a phase name, `ceiling.scope`, `finished.outcome` and
-`finished.refusal`. The platform keeps them in indexed Postgres columns; a bound keeps every value
-storable. The platform's decoder has its own copy of the number (the sides share no code)."""
-
-TEXT_BYTES_MAX = 4096
-"""The longest free-text string of a line, in UTF-8 bytes: `bank_stop.signature`."""
+PID_MAX = INTEGER_MAX
 
 StopKind = Literal["soft", "hard"]
-STREAM_VERSION_PATTERN = re.compile(r"([0-9]+)\.([0-9]+)")
-"""`MAJOR.MINOR` in ASCII digits: what every reader parses out of `hello.stream_version`."""
 
 
 def require_storable_str(value: str, name: str, limit_bytes: int) -> str:
@@ -83,7 +76,7 @@ def stream_version_tuple(version: str) -> tuple[int, int]:
 
 
 def _require_count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**63 - 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INTEGER_MAX:
         raise EventError(f"{name} must be a non-negative 64-bit integer, got {value!r}")
     return value
 

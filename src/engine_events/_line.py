@@ -7,68 +7,49 @@ seq, type, time, data, UTF-8, `\\n` only, at most `LINE_BYTES_MAX` bytes includi
 from __future__ import annotations
 
 import datetime as dt
-import re
 import time as _time
 
 import orjson
 
 from ._events import Event
 from .errors import EventError, LineTooLong
+from .grammar import INTEGER_MAX, LINE_BYTES_MAX, TIME_PATTERN, TimeMemo, contains_nul
+from .grammar import is_time as grammar_is_time
 
-LINE_BYTES_MAX = 1024 * 1024
-"""The largest line, newline included. The emitter refuses to emit a larger one."""
-
-SEQ_MAX = 2**63 - 1
-"""Every reader refuses a seq that does not fit a signed 64-bit integer."""
-
-TIME_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
-"""The shape of `time`: RFC 3339 UTC with milliseconds and `Z` (what `format_time` writes).
-
-ASCII digits only: `\\d` would also match other scripts' digits, which no writer produces."""
+__all__ = [
+    "LINE_BYTES_MAX",
+    "TIME_PATTERN",
+    "encode_line",
+    "format_time",
+    "is_time",
+    "now_time",
+    "time_of_ns",
+]
 
 
 class _Memo:
-    """What the line's `time` costs once per millisecond or second instead of once per line."""
+    """What the line's `time` costs once per second instead of once per line."""
 
-    __slots__ = ("second_prefix", "time_accepted")
+    __slots__ = ("second_prefix",)
 
     def __init__(self) -> None:
-        self.time_accepted = ""
-        """The last `time` `is_time` accepted: the lines of one millisecond share it."""
         self.second_prefix: tuple[int, str] = (-1, "")
         """(a Unix second, its `YYYY-MM-DDTHH:MM:SS.` in UTC): one tuple, replaced whole, so that
         a thread never reads a second with another second's text."""
 
 
 _MEMO = _Memo()
+_TIME_MEMO = TimeMemo()
+"""The last `time` `is_time` accepted and its day: the lines of one millisecond share it."""
 
 
 def is_time(value: object) -> bool:
     """Whether `value` is a `time` every reader accepts: the shape of `TIME_PATTERN` naming a real
     instant of years 1-9999 (no 30 February, no hour 24, no minute or second 60)."""
-    # An exact `str` equal to one already accepted is accepted (a subclass is checked in full).
-    if type(value) is str and value == _MEMO.time_accepted:
-        return True
-    if not isinstance(value, str) or TIME_PATTERN.fullmatch(value) is None:
-        return False
-    try:
-        dt.datetime.fromisoformat(value[:-1])
-    except ValueError:
-        return False
     if type(value) is str:
-        _MEMO.time_accepted = value
-    return True
-
-
-def contains_nul(value: object) -> bool:
-    """Whether U+0000 is in any string of a parsed JSON value, keys included, at any depth."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any("\x00" in key or contains_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(contains_nul(item) for item in value)
-    return False
+        return value == _TIME_MEMO.last_time or grammar_is_time(value, _TIME_MEMO)
+    # A subclass of `str` is judged as the text it holds, and not remembered.
+    return isinstance(value, str) and grammar_is_time(str(value), TimeMemo())
 
 
 def format_time(moment: dt.datetime) -> str:
@@ -98,7 +79,7 @@ def now_time() -> str:
 
 def encode_line(seq: int, event: Event, time: str) -> bytes:
     """Return the exact bytes of the line, newline included; raise `EventError` if it cannot be one."""
-    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= SEQ_MAX:
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= INTEGER_MAX:
         raise EventError(f"seq must be an integer from 1 to 2**63 - 1, got {seq!r}")
     if not is_time(time):
         raise EventError(

@@ -1,4 +1,5 @@
-"""The command's logs on stderr: one style, the same as `platform-ingest`'s (`platform_ingest._logs`).
+"""The command's logs on stderr: one style, the engine's and `platform-ingest`'s (whose
+`platform_ingest._logs` adds its worker's fields to this module).
 
 Two formats, one line per record, every time in UTC with milliseconds and a `Z`, as the stream's
 `time`:
@@ -15,9 +16,6 @@ The level is `--log-level LEVEL`, or the command's default moved one step per `-
 `-q` (less); the three are one choice (argparse refuses two of them together). Every command's
 parser takes the options too (`add_options(after_command=True)`): one given after the command
 replaces the same choice given before it.
-
-The platform half has its own copy of this module (the two halves are deployed apart and never
-import each other); `tests/test_cli_traps.py` checks that both format a record alike.
 """
 
 from __future__ import annotations

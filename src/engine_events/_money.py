@@ -10,9 +10,9 @@ import decimal
 from decimal import Decimal
 
 from .errors import MoneyError
+from .grammar import INTEGER_MAX, MICRO_USD_PER_USD
 
-MICRO_USD_PER_USD = 1_000_000
-MICRO_USD_MAX = 2**63 - 1
+MICRO_USD_MAX = INTEGER_MAX
 """Money must fit a signed 64-bit integer: every reader (SQLite, Postgres bigint) can hold it."""
 
 
@@ -25,14 +25,6 @@ def require_micro_usd(value: object, field: str) -> int:
     if value > MICRO_USD_MAX:
         raise MoneyError(field, value, "does not fit a signed 64-bit integer")
     return value
-
-
-def usd(micro_usd: int) -> str:
-    """Micro-USD as dollars for a person: `$1,234.25`, `$0.000001` (integer arithmetic only: no
-    micro-USD is rounded away). Every text view shows money so; JSON keeps the integer."""
-    dollars, micros = divmod(micro_usd, MICRO_USD_PER_USD)
-    fraction = f"{micros:06d}".rstrip("0").ljust(2, "0")
-    return f"${dollars:,}.{fraction}"
 
 
 def usd_to_micro_usd(usd: Decimal | int) -> int:

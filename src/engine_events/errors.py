@@ -4,9 +4,9 @@
      ├── MoneyError (ValueError)           a money value that is not integer micro-USD
      ├── EventError (ValueError)           an event that cannot be encoded as a stream 1.3 line
      │    └── LineTooLong                  the encoded line would pass the 1 MiB limit
-     ├── LineError (ValueError)            a journal line a reader must refuse
-     │    ├── MalformedLine                bad UTF-8 or JSON, not compact, wrong types, bad money,
-     │    │                                a string over its bound or holding U+0000, too long
+     ├── LineError (ValueError)            a journal line a reader must refuse (the grammar's,
+     │    │                                `engine_events.grammar`: the platform's decoder too)
+     │    ├── MalformedLine                the line breaks a rule of its form; `reason` names it
      │    └── UnsupportedVersion           a hello of a stream major other than 1
      ├── StreamVersionNotSupported         the host asked for a stream version the emitter
      │    (ValueError)                     does not write (it writes `STREAM_VERSIONS`)
@@ -36,15 +36,36 @@ Each error that maps to an engine exit code carries it as `exit_code` (see `Exit
 from __future__ import annotations
 
 import sqlite3
-from typing import Self
 
+from ._error_root import EngineEventsError
 from ._exit_codes import ExitCode
+from .grammar import LineError, MalformedLine
 
-
-class EngineEventsError(Exception):
-    """Root of every error raised by `engine_events`."""
-
-    exit_code: ExitCode = ExitCode.INFRA
+__all__ = [
+    "BookDatabaseBusy",
+    "BookDatabaseError",
+    "BookDatabaseFailed",
+    "BookDatabaseRefused",
+    "BookDirectoryError",
+    "DurabilityError",
+    "EngineEventsError",
+    "EventError",
+    "FileModeInvalid",
+    "JournalWriteError",
+    "LineError",
+    "LineTooLong",
+    "MalformedLine",
+    "MoneyError",
+    "NotARegularFile",
+    "NotInTransaction",
+    "ProjectLocked",
+    "RetentionInvalid",
+    "SchemaMismatch",
+    "SimulationError",
+    "StreamFinished",
+    "StreamVersionNotSupported",
+    "UnsupportedVersion",
+]
 
 
 class MoneyError(EngineEventsError, ValueError):
@@ -70,39 +91,6 @@ class LineTooLong(EventError):
         super().__init__(f"line of {size_bytes} bytes exceeds the limit of {limit_bytes} bytes")
         self.size_bytes = size_bytes
         self.limit_bytes = limit_bytes
-
-
-class LineError(EngineEventsError, ValueError):
-    """A journal line that a reader must refuse; `kind` is the verdict's name.
-
-    When the line is a readable hello (docs/reference/stream-format.md, "A hello that starts its
-    stream"), `engine_run_id` names the stream it starts and `stream_version` is its version
-    when that can be read: the refusal is that stream's, never the one before it in the file."""
-
-    kind = "malformed"
-    engine_run_id: str | None = None
-    stream_version: str | None = None
-    seq: int | None = None
-    """The seq of the readable hello, when it is a valid one."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-    def of_hello(self, engine_run_id: str, stream_version: str | None, seq: int | None) -> Self:
-        """This refusal, of a line that starts the stream `engine_run_id`: a new error."""
-        made = type(self)(self.reason)
-        made.engine_run_id, made.stream_version, made.seq = engine_run_id, stream_version, seq
-        made.__cause__ = self.__cause__
-        return made
-
-
-class MalformedLine(LineError):
-    """The line is not a valid stream 1.x line: bad UTF-8 or JSON, not one compact object with
-    the keys seq, type, time, data in that order (or a key twice), wrong types, bad money, an
-    impossible time, a string over its bound or holding U+0000."""
-
-    kind = "malformed"
 
 
 class UnsupportedVersion(LineError):

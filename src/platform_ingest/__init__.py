@@ -2,8 +2,9 @@
 
 A pass reads each book's `events.jsonl` and applies every event's effect exactly once into
 Postgres: the effects and the attempt's cursor `(engine_run_id, seq)` commit in one transaction.
-`platform_ingest` never imports the engine's package; the two meet only in the file format and the
-shared test vectors.
+It reads the journal by the grammar of `engine_events` (`engine_events.grammar`, the one the
+engine writes and reads by), and imports nothing else of the engine's package but its shared
+helpers (logs, version, safe text, exit codes).
 
 The names here are what a host needs: a database, a sweep of one book or a worker over roots, the
 schema's migration, a book's reference in logs, and the errors a caller catches. Every error is in

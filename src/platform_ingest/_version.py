@@ -1,25 +1,11 @@
-"""The installed version of `platform_ingest`, from the distribution's metadata.
-
-The version has one place: the root pyproject.toml's `version`. The development install
-(`run-event-journal`, both halves) takes it from there, and so does the `platform-ingest` wheel
-(packaging/platform-ingest/pyproject.toml reads it when it is built).
-"""
+"""The installed version of `platform_ingest`: that of its own wheel (`platform-ingest`), else of
+the development install of both halves (`engine_events._version` tells where it comes from)."""
 
 from __future__ import annotations
 
-from importlib import metadata
+from engine_events._version import DEVELOPMENT_INSTALL, installed_version
 
-DISTRIBUTIONS = ("platform-ingest", "run-event-journal")
+DISTRIBUTIONS = ("platform-ingest", DEVELOPMENT_INSTALL)
 """The distributions this package may be installed from: its own wheel, or the development install."""
 
-
-def _installed_version() -> str:
-    for distribution in DISTRIBUTIONS:
-        try:
-            return metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            continue
-    return "0+unknown"  # run from a source tree that was never installed
-
-
-__version__ = _installed_version()
+__version__ = installed_version(*DISTRIBUTIONS)

@@ -11,24 +11,8 @@
      │    ├── JournalMissing                   gone while an attempt awaits its lines
      │    ├── JournalNotRegular                a FIFO, socket, device, directory or symlink
      │    └── JournalOutsideRoots              the book directory was swapped or moved
-     ├── StreamProblem                         a problem the decoder finds in one line
-     │    └── LineRefused (ValueError)         a line no 1.x reader may accept
-     │         ├── MalformedLine               kind "malformed"
-     │         │    ├── InvalidUtf8
-     │         │    ├── InvalidJson            not JSON, NaN, a byte-order mark, a carriage return
-     │         │    │    ├── NotCompact        whitespace outside strings
-     │         │    │    └── DuplicateKey      a key twice in one object, at any depth
-     │         │    ├── NotAnObject
-     │         │    │    └── WrongKeys         keys other than seq, type, time, data in that order
-     │         │    ├── NulCharacter           U+0000 in a string or key (Postgres cannot store it)
-     │         │    ├── LineTooLong            over 1 MiB with its newline (read in bounded memory)
-     │         │    ├── NestingTooDeep
-     │         │    ├── WrongType              a field of the wrong type or range
-     │         │    │    └── StringTooLong     a known string over its bound in UTF-8 bytes
-     │         │    ├── MoneyNotInteger        money that is not a non-negative JSON integer
-     │         │    ├── IntegerTooWide         an integer past signed 64 bits, anywhere in the line
-     │         │    └── HelloNotFirst          a hello that is not seq 1
-     │         └── UnsupportedVersion          kind "unsupported_version": a major other than 1
+     ├── StreamProblem                         a problem of a line, found by the decoder
+     │    └── UnsupportedVersion (LineRefused) kind "unsupported_version": a major other than 1
      ├── DatabaseError                         Postgres said no (translated in `db`, by SQLSTATE)
      │    ├── DataRefused                      a book's value Postgres cannot store (22, 23, 54)
      │    ├── DatabaseUnavailable (ConnectionError)   connection lost or refused: retryable
@@ -47,6 +31,11 @@
           ├── StreamNotSeen                    the engine's latest stream is not in Postgres yet
           └── StreamDisowned                   the engine's latest stream was disowned
 
+A line no 1.x reader may accept is refused by the grammar (`engine_events.grammar`, the engine's
+readers' too): `LineRefused`, kind "malformed" when it is its one `MalformedLine`, whose `reason`
+names the rule the line breaks (`engine_events.grammar.MalformedReason`), and this package's
+`UnsupportedVersion`.
+
 A `StreamProblem` carries fields, not only a message: `kind` (the name `show` prints), `seq` (None
 when the line has none) and `offset` (the byte offset where the offending line starts). Messages
 never hold money amounts. What the rules find from a line's place or from the cursor (a gap, a
@@ -61,6 +50,16 @@ belongs to) goes into a new error of the same class (`_with`).
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, Self
+
+from engine_events.grammar import LineError
+from engine_events.grammar import MalformedLine as MalformedLine  # noqa: PLC0414 (re-exported)
+
+LineRefused = LineError
+"""A line no reader of stream 1.x may accept: the grammar's base of a refused line
+(`engine_events.grammar`), whose one `MalformedLine` names the rule broken (`reason`). Its
+`kind` is the name `show` prints; when the line is a readable hello (docs/reference/stream-format.md,
+"A hello that starts its stream"), `engine_run_id` names the stream it starts and `stream_version`
+is its version when that can be read: the refusal is that stream's, never the one before it."""
 
 StreamProblemKind = Literal[
     "stream_problem",
@@ -201,149 +200,7 @@ class StreamProblem(IngestError):
         return made
 
 
-class LineRefused(StreamProblem, ValueError):
-    """A line that no reader of stream 1.x may accept.
-
-    When the line is a readable hello (docs/reference/stream-format.md, "A hello that starts its
-    stream"), `engine_run_id` names the stream it starts and `stream_version` is its version
-    when that can be read: the refusal is that stream's, never the one before it in the file."""
-
-    kind: ClassVar[StreamProblemKind] = "malformed"
-    engine_run_id: str | None = None
-    stream_version: str | None = None
-
-    def of_hello(self, engine_run_id: str, stream_version: str | None) -> Self:
-        """This refusal, of a line that starts the stream `engine_run_id`: a new error."""
-        made: Self = _with(self, engine_run_id=engine_run_id, stream_version=stream_version)
-        return made
-
-
-class MalformedLine(LineRefused):
-    """The line is not a valid stream 1.x line."""
-
-    kind = "malformed"
-
-
-class InvalidUtf8(MalformedLine):
-    """The line's bytes are not UTF-8."""
-
-
-class InvalidJson(MalformedLine):
-    """The line is not one compact JSON value (bad syntax, NaN, a byte-order mark, a `\\r`)."""
-
-
-class NotCompact(InvalidJson):
-    """Whitespace outside strings: a line is one compact JSON object."""
-
-
-class DuplicateKey(InvalidJson):
-    """A key twice in one object, at any depth: a parser silently keeps one of the values, so two
-    readers could read two different lines."""
-
-    def __init__(self, key: str, *, seq: int | None = None) -> None:
-        super().__init__(f"key {key[:40]!r} appears twice in one object", seq=seq)
-        self.key = key
-
-
-class NotAnObject(MalformedLine):
-    """The line is JSON but not an object with seq, type, time and data."""
-
-
-class WrongKeys(NotAnObject):
-    """The line's keys are not exactly seq, type, time, data, in that order."""
-
-
-class NulCharacter(MalformedLine):
-    """U+0000 in a string or a key, known field or not: Postgres text and jsonb cannot store it."""
-
-
-class LineTooLong(MalformedLine):
-    """The line is longer than the limit (newline included). It was skipped, never held whole."""
-
-    def __init__(
-        self,
-        size_bytes: int,
-        limit_bytes: int,
-        *,
-        offset: int | None = None,
-        line_sha256: bytes | None = None,
-        terminated: bool = True,
-    ) -> None:
-        at_least = "" if terminated else "at least "
-        super().__init__(
-            f"line of {at_least}{size_bytes} bytes exceeds the limit of {limit_bytes} bytes",
-            offset=offset,
-        )
-        self.size_bytes = size_bytes
-        self.limit_bytes = limit_bytes
-        self.line_sha256 = line_sha256
-        """The sha256 of the whole line, hashed while it was skipped (None: no newline yet)."""
-        self.terminated = terminated
-
-
-class NestingTooDeep(MalformedLine):
-    """The line nests arrays or objects deeper than the reader allows."""
-
-    def __init__(self, depth: int, limit: int, *, seq: int | None = None) -> None:
-        super().__init__(f"nesting depth {depth} exceeds the limit of {limit}", seq=seq)
-        self.depth = depth
-        self.limit = limit
-
-
-class WrongType(MalformedLine):
-    """A known field has the wrong type or an impossible value."""
-
-    def __init__(self, field: str, expected: str, *, seq: int | None = None) -> None:
-        super().__init__(f"{field} must be {expected}", seq=seq)
-        self.field = field
-        self.expected = expected
-
-
-class StringTooLong(WrongType):
-    """A string of a known field is longer than its bound, counted in UTF-8 bytes.
-
-    The message names the field and the bound, never the value."""
-
-    def __init__(self, field: str, limit_bytes: int, *, seq: int | None = None) -> None:
-        super().__init__(field, f"at most {limit_bytes} bytes of UTF-8", seq=seq)
-        self.limit_bytes = limit_bytes
-
-
-class MoneyNotInteger(MalformedLine):
-    """A money field holds something other than a non-negative JSON integer of micro-USD.
-
-    A float, a string (`"null"`, `"12"`), null, a bool or a negative number: never read as zero.
-    The message names the field and the JSON type found, never the amount.
-    """
-
-    def __init__(self, field: str, found: str, *, seq: int | None = None) -> None:
-        super().__init__(
-            f"money field {field} must be a non-negative JSON integer of micro-USD, found {found}",
-            seq=seq,
-        )
-        self.field = field
-        self.found = found
-
-
-class IntegerTooWide(MalformedLine):
-    """An integer of the line, anywhere (a known field or not, the envelope, at any depth), does
-    not fit a signed 64-bit integer: no reader could hold it as the integer it is (a JSON
-    library would read it as a float, a bigint column refuses it)."""
-
-    def __init__(self, *, seq: int | None = None) -> None:
-        super().__init__("an integer of the line does not fit a signed 64-bit integer", seq=seq)
-
-
-class HelloNotFirst(MalformedLine):
-    """A hello that does not carry seq 1. It still names its stream: the refusal is that
-    stream's, never the stream before it in the file."""
-
-    def __init__(self, detail: str, *, seq: int, engine_run_id: str) -> None:
-        super().__init__(detail, seq=seq)
-        self.engine_run_id = engine_run_id
-
-
-class UnsupportedVersion(LineRefused):
+class UnsupportedVersion(StreamProblem, LineRefused):
     """A hello of a stream major this reader does not speak: the whole stream is refused."""
 
     kind = "unsupported_version"

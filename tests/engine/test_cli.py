@@ -210,8 +210,8 @@ def test_status_text_of_a_book_whose_engine_never_started_a_stream(
 def test_status_text_shows_what_came_from_the_database_as_plain_text(
     conn: sqlite3.Connection, book_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A phase name (or an id) holding an escape sequence is shown with it replaced, never sent
-    to the terminal."""
+    """A phase name (or an id) holding an escape sequence is shown with it written out as an
+    escape (`\\x1b`), never sent to the terminal."""
     with (
         Emitter.open(conn, book_dir, engine_run_id="r1", book_id="b-1") as emitter,
         emitter.transaction(),
@@ -220,5 +220,5 @@ def test_status_text_shows_what_came_from_the_database_as_plain_text(
     code, out, _ = engine(capsys, "status", str(book_dir))
     assert code == 0
     assert "\x1b" not in out
-    assert "  progress: \N{REPLACEMENT CHARACTER}[2Jdraft 1/2" in out.splitlines()
+    assert "  progress: \\x1b[2Jdraft 1/2" in out.splitlines()
     assert "stopped without finished" in out.splitlines()[0]

@@ -61,7 +61,7 @@ def test_line_vector_error_class(vector: dict[str, Any]) -> None:
         line = decode_line(raw)
         if line.type == "hello":
             require_supported(line)
-    assert caught.value.reason
+    assert caught.value.detail
 
 
 def test_corpus_is_not_empty_and_has_every_verdict() -> None:

@@ -506,12 +506,12 @@ def test_markup_in_the_journal_is_shown_as_typed() -> None:
 
 
 def test_controls_are_replaced_visibly() -> None:
-    """An escape sequence in a unit id shows as a replacement character followed by its text."""
+    """An escape sequence in a unit id shows as its escape (`\\x1b`) followed by its text."""
     view = hostile_view(
         unit="\x1b[2Jch-1", phase="draft", outcome="clean", signature="s", other="b", problem="p"
     )
     text = text_of(view)
-    assert "\N{REPLACEMENT CHARACTER}[2Jch-1" in text
+    assert "\\x1b[2Jch-1" in text
     assert "\x1b" not in text
 
 
@@ -529,9 +529,11 @@ def test_a_huge_name_is_cut_and_many_phases_are_counted() -> None:
 
 
 def test_plain_replaces_every_unsafe_character_and_keeps_the_rest() -> None:
-    """Each C0, DEL, C1 and bidi control becomes U+FFFD; other text (any script) is kept."""
-    for char in UNSAFE:
-        assert plain(f"a{char}b") == "a\N{REPLACEMENT CHARACTER}b"
+    """Each C0, DEL, C1 and bidi control, a byte-order mark and a lone surrogate becomes its
+    escape (`\\x1b`, `\\u202e`); other text (any script) is kept."""
+    for char in {*UNSAFE, "\ufeff", "\ud800"}:
+        code = ord(char)
+        assert plain(f"a{char}b") == (f"a\\x{code:02x}b" if code < 0x100 else f"a\\u{code:04x}b")
     kept = "Глава 1 — 第一章 [bold] 🙂 café"
     assert plain(kept) == kept
     assert plain("abcdef", 4) == "abc…"

@@ -39,22 +39,6 @@ SOURCES = [ROOT / "src" / "platform_ingest", ROOT / "src" / "engine_events"]
 H = "ab" * 32
 SAMPLES: dict[type[StreamProblem], StreamProblem] = {
     errors.StreamProblem: errors.StreamProblem("a problem", seq=3),
-    errors.LineRefused: errors.LineRefused("refused", seq=3),
-    errors.MalformedLine: errors.MalformedLine("malformed", seq=3),
-    errors.InvalidUtf8: errors.InvalidUtf8("not UTF-8 at byte 4"),
-    errors.InvalidJson: errors.InvalidJson("not JSON"),
-    errors.NotCompact: errors.NotCompact("not compact", seq=3),
-    errors.DuplicateKey: errors.DuplicateKey("unit", seq=3),
-    errors.NotAnObject: errors.NotAnObject("not an object"),
-    errors.WrongKeys: errors.WrongKeys("wrong keys", seq=3),
-    errors.NulCharacter: errors.NulCharacter("U+0000", seq=3),
-    errors.LineTooLong: errors.LineTooLong(2_000_000, 1_048_576, line_sha256=b"\x01" * 32),
-    errors.NestingTooDeep: errors.NestingTooDeep(65, 64, seq=3),
-    errors.WrongType: errors.WrongType("seq", "an integer >= 1"),
-    errors.StringTooLong: errors.StringTooLong("unit", 255, seq=3),
-    errors.MoneyNotInteger: errors.MoneyNotInteger("committed_micro_usd", "a float", seq=3),
-    errors.IntegerTooWide: errors.IntegerTooWide(seq=3),
-    errors.HelloNotFirst: errors.HelloNotFirst("seq 2", seq=2, engine_run_id="r-1"),
     errors.UnsupportedVersion: errors.UnsupportedVersion(
         "2.0", engine_run_id="r-1", book_id="b", seq=1
     ),

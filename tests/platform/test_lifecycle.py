@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from engine_events.grammar import rules
 from platform_ingest import Database
-from platform_ingest.journal import line_rules
 from platform_ingest.operate.naming import release_attempt
 from platform_journals import (
     RUN_A,
@@ -123,7 +123,7 @@ def test_a_stream_of_an_unread_major_pauses_its_run_and_is_read_after_an_upgrade
     assert (run["state"], run["reason"]) == ("paused", "unsupported_version")
     assert run["committed_micro_usd"] == 0
     # The platform learns major 2 (its reader here: the same checks as 1.x).
-    monkeypatch.setattr(line_rules, "SUPPORTED_MAJORS", frozenset({1, 2}))
+    monkeypatch.setattr(rules, "SUPPORTED_MAJORS", frozenset({1, 2}))
     report = sweep(db, book)
     assert report.lines_applied == 3
     (run,) = book_state(db, book)["runs"]

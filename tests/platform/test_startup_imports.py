@@ -25,6 +25,15 @@ NOT_FOR_SWEEP = (
     "watchdog",
     "prometheus_client",
     "rich",
+    # The engine's writer and its commands: a sweep reads by the engine's grammar
+    # (`engine_events.grammar`) and shows text by its `plain`, nothing else of it.
+    "engine_events._emitter",
+    "engine_events._outbox",
+    "engine_events._schema",
+    "engine_events.readers.decode",
+    "engine_events.readers.verify",
+    "engine_events.readers.watch",
+    "sqlite3",
 )
 """Modules (and their submodules) a sweep has no use for."""
 

@@ -23,12 +23,11 @@ from .. import _outbox, _sql
 from .._exit_codes import ExitCode
 from .._journal_file import JournalFile, JournalIO, OsJournalIO
 from .._lock import BookLock
-from .._money import usd
 from .._projection import Projector
 from .._schema import connect, require_durable, require_known_version
 from .._sqlite import translated
 from ..errors import BookDatabaseError, BookDirectoryError, EngineEventsError, ProjectLocked
-from .plain import plain
+from .plain import plain, usd
 
 
 @translated()

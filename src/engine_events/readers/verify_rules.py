@@ -20,8 +20,9 @@ from typing import Any, BinaryIO, Literal
 import orjson
 
 from .._line import LINE_BYTES_MAX
-from ..errors import LineError, NotARegularFile
-from .decode import INTEGER_MAX, Line, decode_stream_line, require_supported
+from ..errors import LineError, MalformedLine, NotARegularFile
+from ..grammar import INTEGER_MAX, Line
+from .decode import decode_stream_line, require_supported
 from .lines import LineReader, RawLine
 from .regular_file import not_regular, open_regular
 
@@ -264,8 +265,7 @@ class _Checker:
         line: Line | None = None
         failure: LineError | None = None
         if entry.raw is None:
-            detail = f"line of {entry.size_bytes} bytes exceeds the limit of {LINE_BYTES_MAX} bytes"
-            failure = LineError(detail)
+            failure = MalformedLine.too_long(entry.size_bytes, LINE_BYTES_MAX)
         else:
             current = self._current
             version = None if current is None else current.report.stream_version
@@ -291,7 +291,7 @@ class _Checker:
                     # Another major's hello of a stream whose hello was read: a changed seq 1.
                     read = not is_new and stream.report.last_seq >= 1
                     verdict = "payload_conflict" if read else "unsupported_version"
-            reason = "unreadable line" if failure is None else failure.reason
+            reason = "unreadable line" if failure is None else failure.detail
             self._fail(stream, number, entry.offset, seq, reason, verdict=verdict)
         elif self._current is None:
             self._fail(None, number, entry.offset, line.seq, "a line before any hello")
@@ -322,7 +322,7 @@ class _Checker:
             verdict: Verdict = "malformed"
             if error.kind == "unsupported_version":
                 verdict = "unsupported_version"
-            stream.report.problem = Problem(verdict, number, offset, hello.seq, _cut(error.reason))
+            stream.report.problem = Problem(verdict, number, offset, hello.seq, _cut(error.detail))
             return
         stream.remember(1, hashlib.sha256(hello.raw).digest(), self._store)
         stream.report.last_seq = 1

@@ -47,11 +47,11 @@ from rich.text import Text
 from .._journal_file import JOURNAL_FILE_NAME
 from .._line import LINE_BYTES_MAX
 from .._lock import LOCK_FILE_NAME
-from .._money import usd
 from ..errors import EngineEventsError, LineError, NotARegularFile
-from .decode import Line, decode_stream_line, require_supported
+from ..grammar import Line
+from .decode import decode_stream_line, require_supported
 from .lines import LineReader
-from .plain import plain
+from .plain import plain, usd
 from .regular_file import open_regular
 
 EXIT_DONE = 0
@@ -180,7 +180,7 @@ class BookView:
         try:
             line = decode_stream_line(raw, self.stream_version)
         except LineError as error:
-            self._problem(f"{where}: {error.kind}: {error.reason}")
+            self._problem(f"{where}: {error.kind}: {error.detail}")
             if error.engine_run_id is not None:
                 self._on_refused_hello(error)
             return
@@ -252,7 +252,7 @@ class BookView:
         except LineError as error:
             self.refused_version = self.stream_version
             self._leave()
-            self._problem(f"{where}: {error.kind}: {error.reason}")
+            self._problem(f"{where}: {error.kind}: {error.detail}")
 
     def _on_refused_hello(self, error: LineError) -> None:
         """A readable hello that was refused starts its stream all the same (nothing of it is
@@ -264,7 +264,7 @@ class BookView:
         if error.kind == "unsupported_version":
             self.refused_version = error.stream_version
         else:
-            self.refused_hello = error.reason
+            self.refused_hello = error.detail
         self._leave()
 
     def _apply(self, line: Line) -> None:

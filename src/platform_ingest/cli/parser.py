@@ -552,8 +552,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_STATUS_COMMAND,
         metavar="CMD",
         help="the engine's status command, split into words as a shell would (no shell runs "
-        "it); BOOK_DIR and --json are appended. A host without engine-events (the platform-ingest "
-        f"distribution does not install it) gives its own (default: {DEFAULT_STATUS_COMMAND!r})",
+        "it); BOOK_DIR and --json are appended. The engine-events installed with platform-ingest is "
+        f"the default; name the engine's own install to run its release (default: "
+        f"{DEFAULT_STATUS_COMMAND!r})",
     )
     repair.add_argument(
         "--status-timeout-s",

@@ -1,37 +1,17 @@
-"""The platform's own mirror of the engine's exit codes (docs/reference/exit-codes.md) and how a run reads each one.
-
-This is a copy on purpose: the platform does not import the engine's package (they are deployed
-apart). The shared vector file `tests/vectors/exit_codes.json` and `tests/test_copies_agree.py`
-keep the two tables in step.
+"""How a run reads each of the engine's exit codes (docs/reference/exit-codes.md): the codes
+themselves are the engine's (`engine_events._exit_codes`), one table for both halves, which the
+shared vector file `tests/vectors/exit_codes.json` pins.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
+
+from engine_events._exit_codes import REFUSAL_BAND, ExitCode
 
 from .states import PauseReason, RunOutcome, RunState
 
-REFUSAL_BAND = range(10, 20)
-"""Codes 10 to 19 are refusals; an unknown code inside the band is still a refusal."""
-
-
-class ExitCode(enum.IntEnum):
-    """The named exit codes of an engine process."""
-
-    CLEAN = 0
-    INFRA = 1
-    COMPLETED_WITH_FLAGS = 2
-    BANK_STOP = 3
-    CEILING = 4
-    GRACEFUL_STOP = 5
-    CONFIG_INVALID = 10
-    SOURCE_UNREADABLE = 11
-    PROJECT_LOCKED = 12
-    SCHEMA_MISMATCH = 13
-    DECISIONS_REJECTED = 14
-    WRITE_INCOMPLETE = 15
-    BOOK_INCOMPLETE = 16
+__all__ = ["REFUSAL_BAND", "ExitCode", "ExitReading", "code_name", "read_exit_code"]
 
 
 @dataclass(frozen=True)

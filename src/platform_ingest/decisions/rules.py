@@ -31,11 +31,12 @@ from __future__ import annotations
 
 from hashlib import sha256
 
-from ..errors import LineRefused, LineTooLong, UnsupportedVersion, WrongKeys
+from engine_events.grammar import MalformedLine, reads_major
+
+from ..errors import LineRefused, UnsupportedVersion
 from ..journal.decode import decode_line
 from ..journal.hint import Hint
 from ..journal.line import Line
-from ..journal.line_rules import reads_major
 from ..journal.sections import read_line, stream_started
 from .batch import Batch, BatchHashes
 from .book_state import BookState, History, stream_position
@@ -156,7 +157,7 @@ class StreamRules:
             self.batch.starts_reset = True
             self.batch.book_changed = True
 
-    def take(self, offset: int, raw: bytes | LineTooLong) -> bool:
+    def take(self, offset: int, raw: bytes | MalformedLine) -> bool:
         """Decide the complete line at `offset` (or the over-long one the reader skipped).
 
         False when the line is not consumed and the pass must stop before it: a foreign hello
@@ -170,13 +171,13 @@ class StreamRules:
         digest = sha256(raw).digest()
         try:
             line = decode_line(raw)  # the usual line, on the shortest path
-        except WrongKeys:
+        except LineRefused as refused:
+            if not (isinstance(refused, MalformedLine) and refused.reason == "wrong_keys"):
+                return self._take_refused(offset, refused.at(offset), digest, size)
             try:  # perhaps a newer minor's envelope key: read as a line of the stream it lies in
                 line = read_line(raw, self._section_version)
-            except LineRefused as refused:
-                return self._take_refused(offset, refused.at(offset), digest, size)
-        except LineRefused as refused:
-            return self._take_refused(offset, refused.at(offset), digest, size)
+            except LineRefused as judged:
+                return self._take_refused(offset, judged.at(offset), digest, size)
         self.lines_read += 1
         followed = self.section_attempt
         if followed is None or line.type == "hello" or followed.state not in FOLLOWED_STATES:
@@ -196,9 +197,9 @@ class StreamRules:
         followed = self.section_attempt
         return None if followed is None else followed.stream_version
 
-    def _take_unread(self, offset: int, raw: bytes | LineTooLong) -> bool:
+    def _take_unread(self, offset: int, raw: bytes | MalformedLine) -> bool:
         """An over-long line the reader skipped (its bytes never gathered)."""
-        assert isinstance(raw, LineTooLong)  # the reader yields nothing else
+        assert isinstance(raw, MalformedLine)  # the reader yields nothing else
         if raw.line_sha256 is None:  # no newline yet: report, do not consume
             self._refused(raw, offset, b"", 0)
             return False

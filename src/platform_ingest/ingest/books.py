@@ -19,6 +19,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine_events.grammar import IDENTIFIER_BYTES_MAX
+
 from ..decisions.views import BOOK_PATH_CONFLICT, BookView
 from ..errors import (
     BookPathConflict,
@@ -29,7 +31,6 @@ from ..errors import (
     NotUtf8Path,
     PathOutsideRoots,
 )
-from ..journal.line_rules import IDENTIFIER_BYTES_MAX
 from ..journal.reader import JOURNAL_NAME
 from ..store import statements
 from ..store.db import Database, Row

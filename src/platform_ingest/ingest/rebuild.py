@@ -46,7 +46,7 @@ from ..errors import (
     CursorMoved,
     JournalMissing,
     JournalUnreadable,
-    LineTooLong,
+    MalformedLine,
     ProjectionInvalid,
 )
 from ..journal.line import Line
@@ -218,7 +218,7 @@ class _StreamLines:
         for found in section_lines(
             self.journal.lines(start), version_of=lambda stream: version if stream == own else None
         ):
-            if found.stream == own and not isinstance(found.raw, LineTooLong):
+            if found.stream == own and not isinstance(found.raw, MalformedLine):
                 yield (None if found.line is None else found.line.seq), found.raw, found.line
 
     def verify_compacted(self) -> bool:

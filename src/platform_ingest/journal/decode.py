@@ -1,8 +1,8 @@
 """The decoder: one journal line in, one `Line` or one typed refusal out.
 
 It reads what any 1.x writer may produce (a newer minor's unknown fields and event types are kept
-as they are and ignored by the effects) and refuses everything else with a `LineRefused` subclass
-that carries the seq when the line has a readable one. Its verdict depends on the line alone:
+as they are and ignored by the effects) and refuses everything else with a `MalformedLine` (or an
+`UnsupportedVersion`) that carries the seq when the line has a readable one. Its verdict depends on the line alone:
 which stream a line belongs to, and whether it comes in order, is the pass's business
 (`book_pass`), and what it remembers (`memo`) only chooses a shorter path.
 
@@ -15,30 +15,35 @@ jsonb cannot hold it), the strings of known fields within their byte bounds. And
 compact object with the keys seq, type, time, data in that order, no key twice in any object (the
 JSON parser would silently keep the last one). Those four are all its keys, except in a stream of
 a minor newer than this reader knows, whose envelope may go on with keys it ignores
-(`decode_stream_line`). The rules themselves are `line_rules`.
+(`decode_stream_line`). The rules themselves are the grammar's (`engine_events.grammar`), which
+the engine's readers read by too.
 
 Three lanes, each falling through to the next: a line whose skeleton (its bytes with every digit
 read as 0) the memo holds is accepted after its parse and a look at what the skeleton cannot
 prove; a line as the emitter writes it, after one parse and a few checks of its parsed value; any
-other line is judged rule by rule (`precise`), so that its refusal is that of the first rule it
-breaks.
+other line, and a hello of another major, is judged rule by rule (`precise`: the grammar's judge), so that its
+refusal is that of the first rule it breaks. The fast lanes are the platform's own; a differential
+test holds them to the judge.
 """
 
 from __future__ import annotations
 
 import orjson
 
-from ..errors import LineRefused, WrongKeys
-from .line import Line, parse_as_line
-from .line_rules import (
-    BIGINT_MAX,
+from engine_events.grammar import (
+    INTEGER_MAX,
     LINE_BYTES_MAX,
     NESTING_DEPTH_MAX,
     TYPE_CHECKS,
+    LineError,
+    MalformedLine,
     is_newer_minor,
     is_time,
+    reads_major,
     wide_digits,
 )
+
+from .line import Line, parse_as_line
 from .memo import COMPARE_COUNTS, DIGITS_AS_ZERO, LEARNED_KINDS, PHASES_SHIFT, DecoderMemo
 from .precise import decode_precisely
 
@@ -53,7 +58,7 @@ _skeletons = MEMO.skeletons  # emptied in place, never replaced (`DecoderMemo.fo
 
 
 def decode_line(raw: bytes) -> Line:
-    """Decode one complete line (its bytes end with `\\n`) or raise a `LineRefused` subclass.
+    """Decode one complete line (its bytes end with `\\n`) or raise its refusal (`LineRefused`).
 
     The error's `offset` is left for the caller, who knows where the line starts.
 
@@ -118,7 +123,7 @@ def decode_line(raw: bytes) -> Line:
             seq, kind, time, data = value.values()
             if (
                 type(seq) is int
-                and 0 < seq <= BIGINT_MAX
+                and 0 < seq <= INTEGER_MAX
                 and type(kind) is str
                 and (time == MEMO.last_time or is_time(time, MEMO))
                 and type(data) is dict
@@ -126,7 +131,7 @@ def decode_line(raw: bytes) -> Line:
                 check = TYPE_CHECKS.get(kind)
                 try:
                     closed = check is not None and check(data, seq)
-                except LineRefused:  # maybe not the first rule the line breaks: judged below
+                except LineError:  # maybe not the first rule the line breaks: judged below
                     pass
                 else:
                     if closed:
@@ -135,6 +140,7 @@ def decode_line(raw: bytes) -> Line:
                         return Line(seq, kind, time, data)
                     if (
                         kind
+                        and (kind != "hello" or reads_major(data["stream_version"]))
                         and raw.count(b"[") + raw.count(b"{") <= NESTING_DEPTH_MAX
                         and raw.find(b"\\u0000") == -1
                         and wide_digits(raw) is None
@@ -151,11 +157,13 @@ def decode_stream_line(raw: bytes, stream_version: str | None) -> Line:
     knows keeps the envelope exactly seq, type, time, data."""
     try:
         return decode_line(raw)
-    except WrongKeys as strict:
+    except MalformedLine as strict:
+        if strict.reason != "wrong_keys":
+            raise
         newer = stream_version is not None and is_newer_minor(stream_version)
         try:
             line = decode_precisely(raw, MEMO, newer_minor=True)
-        except LineRefused:
+        except LineError:
             if newer:
                 raise
             raise strict from None

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from engine_events.grammar import TimeMemo
+
 DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else byte for byte in range(256))
 """`bytes.translate` table of a line's skeleton: every ASCII digit read as `0`."""
 _NAME_DIGITS_AS_ZERO = {code: 0x30 for code in range(0x30, 0x3A)}
@@ -28,7 +30,7 @@ LEARNED_KINDS = frozenset({"progress", "unit_done", "spend"})
 _LONG_DIGIT_RUN = re.compile(rb"[0-9]{19}")
 
 
-class DecoderMemo:
+class DecoderMemo(TimeMemo):
     """The skeletons of lines judged valid, and the last valid time, its day and its minute.
 
     `skeletons` maps the skeleton of a line (its bytes with every digit read as 0) that the fast
@@ -57,18 +59,16 @@ class DecoderMemo:
     left to judge). Each is equal to no JSON value until a valid time is seen.
     """
 
-    __slots__ = ("day", "last_time", "minute", "skeletons")
+    __slots__ = ("skeletons",)
 
     def __init__(self) -> None:
+        super().__init__()
         self.skeletons: dict[bytes, int] = {}
-        self.last_time: object = object()
-        self.day: object = object()
-        self.minute: object = object()
 
     def forget(self) -> None:
         """Empty the memo in place (the decoder holds its map bound once)."""
+        super().forget()
         self.skeletons.clear()
-        self.last_time = self.day = self.minute = object()
 
     def remember_skeleton(self, raw: bytes, kind: str, data: dict[str, Any]) -> None:
         """Remember the skeleton of a closed line the fast path accepted, when it can stand for

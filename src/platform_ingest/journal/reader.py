@@ -2,7 +2,7 @@
 
 The reader never holds more than `LINE_BYTES_MAX + READ_CHUNK_BYTES` bytes of the file (and, while
 they are cut into lines, those lines: twice that at most): a line that grows past the limit
-without a newline is skipped to its end and reported as `LineTooLong` (its bytes are never
+without a newline is skipped to its end and reported as a `MalformedLine` (`line_too_long`: its bytes are never
 gathered). An unterminated last line is left for a later pass: it may be an append in progress,
 and the engine cuts a torn one back when it next starts.
 
@@ -31,15 +31,15 @@ from errno import ENXIO as errno_ENXIO
 from itertools import accumulate
 from pathlib import Path
 
+from engine_events.grammar import LINE_BYTES_MAX, MalformedLine
+
 from ..errors import (
     JournalMissing,
     JournalNotRegular,
     JournalOutsideRoots,
     JournalUnreadable,
-    LineTooLong,
 )
 from .hint import Hint
-from .line_rules import LINE_BYTES_MAX
 
 READ_CHUNK_BYTES = 256 * 1024
 """How much one read() asks for."""
@@ -185,18 +185,18 @@ class Journal:
             return False
         return hashlib.sha256(data[before:]).digest() == hint.sha256
 
-    def lines(self, start: int) -> Iterator[tuple[int, bytes | LineTooLong]]:
+    def lines(self, start: int) -> Iterator[tuple[int, bytes | MalformedLine]]:
         """The file's complete lines from `start` (`complete_lines`)."""
         return complete_lines(self._pread, start)
 
 
 def complete_lines(
     read: Callable[[int, int], bytes], start: int
-) -> Iterator[tuple[int, bytes | LineTooLong]]:
+) -> Iterator[tuple[int, bytes | MalformedLine]]:
     """Yield (offset, line bytes with their newline) for each complete line from `start`, where
     `read(length, offset)` returns up to `length` bytes at `offset` (b"" at the end).
 
-    A line longer than `LINE_BYTES_MAX` is yielded as a `LineTooLong` at its offset instead:
+    A line longer than `LINE_BYTES_MAX` is yielded as a `MalformedLine` (`line_too_long`) at its offset instead:
     hashed while it is skipped, never gathered. One that has no newline yet is yielded with
     `terminated=False` at the end (it is malformed whatever comes, but not consumed).
     """
@@ -220,7 +220,7 @@ def complete_lines(
             skipped_hash.update(chunk[: newline + 1])
             yield (
                 skipping_from,
-                LineTooLong(
+                MalformedLine.too_long(
                     skipped_bytes + newline + 1,
                     LINE_BYTES_MAX,
                     offset=skipping_from,
@@ -260,5 +260,7 @@ def complete_lines(
     if skipping_from >= 0:
         yield (
             skipping_from,
-            LineTooLong(skipped_bytes, LINE_BYTES_MAX, offset=skipping_from, terminated=False),
+            MalformedLine.too_long(
+                skipped_bytes, LINE_BYTES_MAX, offset=skipping_from, terminated=False
+            ),
         )

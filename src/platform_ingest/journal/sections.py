@@ -17,11 +17,13 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ..errors import LineRefused, LineTooLong, WrongKeys
+from engine_events.grammar import MalformedLine
+
+from ..errors import LineRefused
 from .decode import decode_line, decode_stream_line
 from .line import Line
 
-Lines = Iterable[tuple[int, bytes | LineTooLong]]
+Lines = Iterable[tuple[int, bytes | MalformedLine]]
 """A journal's lines as the reader yields them: (offset, bytes with the newline, or the refusal
 of a line over the bound)."""
 
@@ -33,7 +35,9 @@ def read_line(raw: bytes, stream_version: Callable[[], str | None]) -> Line:
     whose envelope has keys past `data`, which a newer minor may add. A hello names its own."""
     try:
         return decode_line(raw)
-    except WrongKeys:
+    except MalformedLine as refused:
+        if refused.reason != "wrong_keys":
+            raise
         return decode_stream_line(raw, stream_version())
 
 
@@ -53,8 +57,8 @@ class SectionLine:
     """A complete line of a journal, read as a line of the stream it belongs to."""
 
     offset: int
-    raw: bytes | LineTooLong
-    """Its bytes with the newline; a `LineTooLong` for a line over the bound (never gathered)."""
+    raw: bytes | MalformedLine
+    """Its bytes with the newline; a `MalformedLine` for a line over the bound (never gathered)."""
     line: Line | None
     """The line decoded; None when it was refused (`refused`)."""
     refused: LineRefused | None
@@ -71,23 +75,23 @@ class SectionLine:
     @property
     def size(self) -> int:
         raw = self.raw
-        return raw.size_bytes if isinstance(raw, LineTooLong) else len(raw)
+        return raw.size_bytes if isinstance(raw, MalformedLine) else len(raw)
 
     @property
     def sha256(self) -> bytes | None:
         """The sha256 of its bytes (None: a line over the bound with no newline yet)."""
         raw = self.raw
-        return raw.line_sha256 if isinstance(raw, LineTooLong) else hashlib.sha256(raw).digest()
+        return raw.line_sha256 if isinstance(raw, MalformedLine) else hashlib.sha256(raw).digest()
 
 
 def _read(
     offset: int,
-    raw: bytes | LineTooLong,
+    raw: bytes | MalformedLine,
     stream: str | None,
     version_of: Callable[[str | None], str | None],
 ) -> SectionLine:
     """The line at `offset`, which lies in `stream`'s part of the file unless it starts one."""
-    if isinstance(raw, LineTooLong):
+    if isinstance(raw, MalformedLine):
         return SectionLine(offset, raw, None, raw, stream)
     try:
         line = read_line(raw, lambda: version_of(stream))

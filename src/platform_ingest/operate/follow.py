@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from engine_events.grammar import INTEGER_MAX
+
 from ..store import statements
 from ..store.db import Database
 from .show import render_text, show_books, show_state
@@ -79,9 +81,6 @@ def _gather(listener: Database, stopping: Callable[[], bool]) -> tuple[list[int]
     return sorted(runs), books
 
 
-BIGINT_MAX = 2**63 - 1
-
-
 def _run_id(payload: str) -> int | None:
     """The run id of a change's payload; None for anything else. Any session of the database may
     NOTIFY on the channel: a payload that is not the platform's is passed over, never fatal."""
@@ -90,7 +89,7 @@ def _run_id(payload: str) -> int | None:
     except orjson.JSONDecodeError:
         return None
     run_id = value.get("run_id") if isinstance(value, dict) else None
-    if type(run_id) is int and 0 < run_id <= BIGINT_MAX:
+    if type(run_id) is int and 0 < run_id <= INTEGER_MAX:
         return run_id
     return None
 

@@ -28,8 +28,9 @@ from typing import Any, Literal
 
 import orjson
 
+from engine_events.grammar import MalformedLine
+
 from ..decisions.views import LIVE_STATES, AttemptState, awaits_lines
-from ..errors import LineTooLong
 from ..journal.reader import JOURNAL_NAME, complete_lines, file_identity
 from ..journal.sections import line_at
 from ..store import statements
@@ -221,7 +222,7 @@ def hello_time(path: Path, offset: int) -> datetime | None:
     # The line that starts there, as every reader cuts lines; its time is read however else the
     # hello may be wrong (`show` gives a waiting stream's age, whatever a pass refused in it).
     hello = line_at(complete_lines(lambda size, at: head[at - offset :][:size], offset), offset)
-    if hello is None or isinstance(hello.raw, LineTooLong):
+    if hello is None or isinstance(hello.raw, MalformedLine):
         return None
     try:
         value = orjson.loads(hello.raw)

@@ -2,8 +2,9 @@
 
 The platform never opens the engine's SQLite. It runs the engine's status command (`engine-events
 status BOOK_DIR --json` unless configured otherwise; the `engine-events` beside the running
-interpreter when there is one, else the one on `PATH`; a platform-only host, whose
-`platform-ingest` distribution brings no `engine-events`, gives its own with `--status-command`), which takes the engine's book lock without
+interpreter when there is one, as the `platform-ingest` distribution installs it, else the one on
+`PATH`; `--status-command` names another, such as the engine's own install), which takes the
+engine's book lock without
 waiting: while an engine is live it exits 12 with `{"error": "project_locked"}` and the repair is
 refused (`EngineLive`). Otherwise it prints the engine's ledger, and the run of its latest stream
 gets `settled_micro_usd` = the engine's committed spend and the outcome it reports (`finished`
@@ -25,6 +26,8 @@ from typing import Any
 
 import orjson
 
+from engine_events.grammar import INTEGER_MAX
+
 from .._defaults import DEFAULT_STATUS_COMMAND, STATUS_TIMEOUT_S
 from ..decisions.exit_codes import ExitCode
 from ..decisions.runs import RunView, StateEffect
@@ -32,7 +35,6 @@ from ..decisions.states import RunState
 from ..errors import EngineLive, NotFound, StatusUnreadable, StreamDisowned, StreamNotSeen
 from ..ingest.apply import run_params
 from ..ingest.books import book_ref, register_book
-from ..journal.line_rules import BIGINT_MAX
 from ..store import statements
 from ..store.db import Database
 from .remedies import default_operator, record_action
@@ -74,7 +76,7 @@ class Repaired:
 
 
 def _money(value: object, field: str) -> int:
-    if type(value) is not int or not 0 <= value <= BIGINT_MAX:
+    if type(value) is not int or not 0 <= value <= INTEGER_MAX:
         raise StatusUnreadable(f"status: {field} is not a non-negative integer of micro-USD")
     return value
 
@@ -97,7 +99,7 @@ def status_argv(status_command: str, book_dir: str) -> list[str]:
 def _not_found(program: str) -> str:
     return (
         f"status command not found: {program}; repair runs the engine's status command "
-        "(engine-events, which the platform-ingest distribution does not install): install "
+        "(engine-events, which the platform-ingest distribution installs beside it): install "
         "engine-events on this host, or give another command with --status-command CMD (run as "
         "CMD BOOK_DIR --json)"
     )
@@ -105,7 +107,8 @@ def _not_found(program: str) -> str:
 
 def require_status_command(status_command: str) -> None:
     """Refuse a status command that cannot run on this host (`StatusUnreadable`), before
-    anything else is done: a platform-only host has no `engine-events`."""
+    anything else is done (a host where `platform-ingest` was installed without its
+    dependencies may have no `engine-events`)."""
     program = status_argv(status_command, "")[0]
     if shutil.which(program) is None:
         raise StatusUnreadable(_not_found(program))

@@ -56,7 +56,7 @@ from ..errors import (
     IngestError,
     JournalUnreadable,
     LineRefused,
-    LineTooLong,
+    MalformedLine,
     NotFound,
     UnsupportedVersion,
 )
@@ -332,7 +332,7 @@ class BookScrub:
         for offset, raw in journal.lines(start):
             if offset >= end:
                 break
-            if isinstance(raw, LineTooLong):
+            if isinstance(raw, MalformedLine):
                 if raw.line_sha256 is None:
                     self._offset = end  # no end yet: the last line, which no pass applied
                     break

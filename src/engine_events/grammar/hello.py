@@ -9,8 +9,8 @@ stream whatever else is wrong with it. Its version is read when `stream_version`
 `MAJOR.MINOR` string of ASCII digits of at most 255 bytes; a version of a major this reader
 does not read makes the refusal `unsupported_version`, whatever else is wrong.
 
-Only a refused line is looked at here (the judge's verdict stands; only whose it is, and for
-another major which kind, is decided), so the extra parse costs nothing on a sound journal.
+Only a refused line is looked at here (the judge's verdict stands; only whose it is is decided),
+so the extra parse costs nothing on a sound journal.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from ..errors import LineRefused, UnsupportedVersion
-from .line_rules import BIGINT_MAX, IDENTIFIER_BYTES_MAX, LINE_BYTES_MAX, reads_major, stream_major
+from .refusals import LineError
+from .rules import IDENTIFIER_BYTES_MAX, INTEGER_MAX, LINE_BYTES_MAX, stream_major
 
 _NAMING_KEYS = frozenset({"type", "data"})
 """The envelope keys a stream's identity is read through: neither may be written twice."""
@@ -107,25 +107,16 @@ def hello_identity(raw: bytes) -> HelloIdentity | None:
         engine_run_id=run_id,
         stream_version=version,
         book_id=book if _storable(book) else "",
-        seq=seq if type(seq) is int and 1 <= seq <= BIGINT_MAX else None,
+        seq=seq if type(seq) is int and 1 <= seq <= INTEGER_MAX else None,
     )
 
 
-def whose_refusal(raw: bytes, refused: LineRefused) -> LineRefused:
+def named(raw: bytes, refused: LineError) -> LineError:
     """`refused`, the verdict on `raw`, made the refusal of the stream `raw` starts when it is a
-    readable hello: `unsupported_version` when its version is of a major this reader does not
-    read, else the same refusal naming the stream. Any other line's refusal is returned as is."""
-    if refused.engine_run_id is not None and refused.stream_version is not None:
-        return refused  # named by the hello's own check
+    readable hello (`LineError.of_hello`); any other line's refusal is returned as is. When the
+    hello names a major the readers do not read (`rules.reads_major` of its `stream_version`),
+    the reader refuses the stream by its major instead, each side with its own refusal."""
     identity = hello_identity(raw)
     if identity is None:
         return refused
-    version = identity.stream_version
-    if version is not None and not reads_major(version):
-        return UnsupportedVersion(
-            version,
-            engine_run_id=identity.engine_run_id,
-            book_id=identity.book_id,
-            seq=identity.seq,
-        )
-    return refused.of_hello(identity.engine_run_id, version)
+    return refused.of_hello(identity.engine_run_id, identity.stream_version)

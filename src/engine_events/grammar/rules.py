@@ -1,11 +1,14 @@
-"""The rules one decoded line must keep: the bounds of a line and of its strings, money, the
-versions of a stream, the time, and what each event type's `data` must hold.
+"""The rules one line must keep: the bounds of a line and of its strings, money, exit codes, the
+versions of a stream, the time, and what each event type's `data` must hold
+(docs/reference/stream-format.md). The emitter writes by them, the judge (`judge`) and the
+platform's fast lanes read by them.
 
-Shared by the decoder's lanes (`decode`, the fast ones; `precise`, the judge). Each check of a type
-refuses data that breaks a rule of it and returns whether the data is closed: only its known
-fields, none of their strings holding U+0000. A closed line can hold U+0000 nowhere and nests 4
-deep at most, so the fast path of `decode_line` searches its bytes for neither. The types a stream
-carries once (hello, bank_stop, ceiling, finished) prove nothing: their bytes are searched.
+Each check of a type refuses data that breaks a rule of it and returns whether the data is closed:
+only its known fields, none of their strings holding U+0000. A closed line can hold U+0000 nowhere
+and nests 4 deep at most, so a fast lane that knows it need not search its bytes for either. The
+types a stream carries once (hello, bank_stop, ceiling, finished) prove nothing: their bytes are
+searched. The check of a hello of another major judges its version and stream id only: the rest
+is that major's business, and its refusal the reader's (`judge`).
 """
 
 from __future__ import annotations
@@ -16,14 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import (
-    HelloNotFirst,
-    MoneyNotInteger,
-    StringTooLong,
-    UnsupportedVersion,
-    WrongType,
-)
-from .memo import DecoderMemo
+from .refusals import MalformedLine
 
 LINE_BYTES_MAX = 1024 * 1024
 """The longest line a reader accepts, newline included (docs/reference/stream-format.md, "The 1 MiB limit")."""
@@ -32,21 +28,31 @@ NESTING_DEPTH_MAX = 64
 """The deepest nesting of arrays and objects a line may have (stream 1.3 needs 4)."""
 
 STREAM_MAJOR = 1
-"""The one stream major this reader speaks; any minor of it is read."""
+"""The one stream major a reader speaks; any minor of it is read."""
 STREAM_MINOR_KNOWN = 4
 """The newest minor of `STREAM_MAJOR` this reader knows (1.4). A stream of a newer minor may carry
 envelope keys after `data` that this reader does not know: they are ignored (`decode_stream_line`)."""
 SUPPORTED_MAJORS: frozenset[int] = frozenset({STREAM_MAJOR})
-"""The stream majors this platform reads. A stream of any other major is refused, nothing of it
+"""The stream majors the readers read. A stream of any other major is refused, nothing of it
 applied; a pass re-reads it on its own once the platform is upgraded to read its major."""
+STREAM_VERSION_PATTERN = re.compile(r"([0-9]+)\.([0-9]+)")
+"""`MAJOR.MINOR` in ASCII digits: what every reader parses out of `hello.stream_version`."""
 
-BIGINT_MAX = 2**63 - 1
-"""Money and counts must fit a Postgres bigint."""
+INTEGER_MAX = 2**63 - 1
+"""Every integer of a line (seq, counts, money, a pid) must fit a signed 64-bit integer: SQLite
+and a Postgres bigint hold it."""
+
+MICRO_USD_PER_USD = 1_000_000
+"""Money is a JSON integer of micro-USD: 1 USD is 1,000,000 of them."""
+
+EXIT_CODES = range(256)
+"""`finished.exit_code`: what a process can end with."""
 
 IDENTIFIER_BYTES_MAX = 255
 """The longest identifier-like string, in UTF-8 bytes: `engine_run_id`, `book_id`,
 `chunker_version`, `stream_version`, `unit`, a phase name, `ceiling.scope`, `finished.outcome`,
-`finished.refusal`. They land in indexed columns. (The engine keeps its own copy of the number.)"""
+`finished.refusal`. The platform keeps them in indexed Postgres columns; the bound keeps every
+value storable."""
 
 TEXT_BYTES_MAX = 4096
 """The longest free-text string, in UTF-8 bytes: `bank_stop.signature`."""
@@ -54,10 +60,12 @@ TEXT_BYTES_MAX = 4096
 _FITS_ANY_BOUND = IDENTIFIER_BYTES_MAX // 4
 """A string of at most this many characters fits every bound without being measured in bytes:
 a character is at most 4 bytes of UTF-8."""
-_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+TIME_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+"""The shape of `time`: RFC 3339 UTC with milliseconds and `Z`, in ASCII digits (`\\d` would
+also match other scripts' digits, which no writer produces)."""
 _CLOCK = re.compile(r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z")
 """What follows a real day in `time` (from its 12th character): a real time of that day."""
-_VERSION = re.compile(r"([0-9]+)\.([0-9]+)")
+_VERSION = STREAM_VERSION_PATTERN
 _JSON_TYPES = {bool: "a bool", int: "an integer", float: "a float", str: "a string"}
 
 wide_digits = re.compile(rb"[0-9]{19}").search
@@ -71,7 +79,7 @@ class _TooWide(Exception):
 
 def _narrow(token: str) -> int:
     # 20 characters hold every 64-bit integer with its sign; a longer token is never converted.
-    if len(token) > 20 or not -(2**63) <= int(token) <= BIGINT_MAX:
+    if len(token) > 20 or not -(2**63) <= int(token) <= INTEGER_MAX:
         raise _TooWide
     return 0
 
@@ -93,7 +101,25 @@ def integer_too_wide(body: bytes) -> bool:
     return False
 
 
-def is_time(time: object, memo: DecoderMemo) -> bool:
+class TimeMemo:
+    """The last valid time, its day and its minute: the lines of one commit share their time,
+    the commits of one day their day. Each is equal to no JSON value until a valid time is seen.
+    Any state of it, empty, full or raced between threads, gives the same verdict: it only
+    chooses a shorter path."""
+
+    __slots__ = ("day", "last_time", "minute")
+
+    def __init__(self) -> None:
+        self.last_time: object = object()
+        self.day: object = object()
+        self.minute: object = object()
+
+    def forget(self) -> None:
+        """Empty the memo in place."""
+        self.last_time = self.day = self.minute = object()
+
+
+def is_time(time: object, memo: TimeMemo) -> bool:
     """Whether `time` is RFC 3339 UTC with milliseconds and Z, in ASCII digits, naming a real
     instant (no 30 February, no hour 24); remembered in `memo` when it is, and its day with it."""
     if type(time) is not str:
@@ -102,7 +128,7 @@ def is_time(time: object, memo: DecoderMemo) -> bool:
         if _CLOCK.fullmatch(time, 11) is None:
             return False
     else:
-        if _TIME.fullmatch(time) is None:
+        if TIME_PATTERN.fullmatch(time) is None:
             return False
         try:
             dt.datetime.fromisoformat(time[:-1])
@@ -136,6 +162,17 @@ def nesting_depth(body: bytes) -> int:
     return deepest
 
 
+def contains_nul(value: object) -> bool:
+    """Whether U+0000 is in any string of a parsed JSON value, keys included, at any depth."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any("\x00" in key or contains_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(item) for item in value)
+    return False
+
+
 def is_newer_minor(version: str) -> bool:
     """Whether `version` is of this reader's major and of a minor newer than it knows."""
     match = _VERSION.fullmatch(version)
@@ -153,7 +190,7 @@ def stream_major(version: str) -> int | None:
 
 
 def reads_major(version: str) -> bool:
-    """True when this platform reads streams of `version`'s major (`SUPPORTED_MAJORS`)."""
+    """True when the readers read streams of `version`'s major (`SUPPORTED_MAJORS`)."""
     major = stream_major(version)
     return major is not None and major in SUPPORTED_MAJORS
 
@@ -169,18 +206,18 @@ def _money(data: dict[str, Any], key: str, seq: int, *, field: str | None = None
     name = field or key
     if type(value) is not int:
         found = "nothing" if key not in data else _json_type(value)
-        raise MoneyNotInteger(name, found, seq=seq)
+        raise MalformedLine.money_not_integer(name, found, seq=seq)
     if value < 0:
-        raise MoneyNotInteger(name, "a negative integer", seq=seq)
-    if value > BIGINT_MAX:
-        raise MoneyNotInteger(name, "an integer beyond 64 bits", seq=seq)
+        raise MalformedLine.money_not_integer(name, "a negative integer", seq=seq)
+    if value > INTEGER_MAX:
+        raise MalformedLine.money_not_integer(name, "an integer beyond 64 bits", seq=seq)
     return value
 
 
 def _bounded(value: str, field: str, limit_bytes: int, seq: int) -> None:
     # A character is at most 4 bytes of UTF-8: most strings need no encoding to be measured.
     if len(value) * 4 > limit_bytes and len(value.encode()) > limit_bytes:
-        raise StringTooLong(field, limit_bytes, seq=seq)
+        raise MalformedLine.string_too_long(field, limit_bytes, seq=seq)
 
 
 def _string(
@@ -195,21 +232,21 @@ def _string(
     if value is None and nullable:
         return
     if type(value) is not str:
-        raise WrongType(key, "a string" + (" or null" if nullable else ""), seq=seq)
+        raise MalformedLine.wrong_type(key, "a string" + (" or null" if nullable else ""), seq=seq)
     if len(value) * 4 > limit_bytes and len(value.encode()) > limit_bytes:
-        raise StringTooLong(key, limit_bytes, seq=seq)
+        raise MalformedLine.string_too_long(key, limit_bytes, seq=seq)
 
 
 def _count(data: dict[str, Any], key: str, seq: int, *, field: str | None = None) -> None:
     value = data.get(key)
-    if type(value) is not int or value < 0 or value > BIGINT_MAX:
-        raise WrongType(field or key, "a non-negative integer", seq=seq)
+    if type(value) is not int or value < 0 or value > INTEGER_MAX:
+        raise MalformedLine.wrong_type(field or key, "a non-negative integer", seq=seq)
 
 
 def _object(data: dict[str, Any], key: str, seq: int) -> dict[str, Any]:
     value = data.get(key)
     if type(value) is not dict:
-        raise WrongType(key, "a JSON object", seq=seq)
+        raise MalformedLine.wrong_type(key, "a JSON object", seq=seq)
     return value
 
 
@@ -219,30 +256,22 @@ def _check_hello(data: dict[str, Any], seq: int) -> bool:
     _string(data, "stream_version", seq)
     major = stream_major(data["stream_version"])
     if major is None:
-        raise WrongType("stream_version", "MAJOR.MINOR", seq=seq)
+        raise MalformedLine.wrong_type("stream_version", "MAJOR.MINOR", seq=seq)
     run_id = data.get("engine_run_id")
     if type(run_id) is not str or not run_id:
-        raise WrongType("engine_run_id", "a non-empty string", seq=seq)
+        raise MalformedLine.wrong_type("engine_run_id", "a non-empty string", seq=seq)
     _bounded(run_id, "engine_run_id", IDENTIFIER_BYTES_MAX, seq)
     if major not in SUPPORTED_MAJORS:
-        book = data.get("book_id")
-        if not isinstance(book, str) or len(book.encode()) > IDENTIFIER_BYTES_MAX:
-            book = ""  # nothing else of another major's hello is judged; an unfit id is not kept
-        raise UnsupportedVersion(
-            data["stream_version"],
-            engine_run_id=run_id,
-            book_id=book,
-            seq=seq,
-        )
+        return False  # nothing else of another major's hello is judged: the reader refuses it
     _string(data, "book_id", seq)
     _string(data, "chunker_version", seq)
     if "pid" in data:  # since 1.4, optional; checked whatever minor the hello names
         pid = data["pid"]
-        if type(pid) is not int or not 1 <= pid <= BIGINT_MAX:
-            raise WrongType("pid", "an integer from 1 to 2**63 - 1", seq=seq)
-    if seq != 1:
-        raise HelloNotFirst(
-            f"a hello must carry seq 1, found seq {seq}", seq=seq, engine_run_id=run_id
+        if type(pid) is not int or not 1 <= pid <= INTEGER_MAX:
+            raise MalformedLine.wrong_type("pid", "an integer from 1 to 2**63 - 1", seq=seq)
+    if seq != 1:  # it still names its stream: the refusal is that stream's (`hello.named`)
+        raise MalformedLine(
+            "hello_not_first", f"a hello must carry seq 1, found seq {seq}", seq=seq
         )
     return False
 
@@ -250,7 +279,7 @@ def _check_hello(data: dict[str, Any], seq: int) -> bool:
 def _check_progress(data: dict[str, Any], seq: int) -> bool:
     phases = data.get("phases")
     if type(phases) is not dict:
-        raise WrongType("phases", "a JSON object", seq=seq)
+        raise MalformedLine.wrong_type("phases", "a JSON object", seq=seq)
     closed = len(data) == 1
     for name, counts in phases.items():  # every phase of every snapshot: the usual case inline
         try:
@@ -260,7 +289,7 @@ def _check_progress(data: dict[str, Any], seq: int) -> bool:
         if not (
             type(done) is int
             and type(total) is int
-            and 0 <= done <= total <= BIGINT_MAX
+            and 0 <= done <= total <= INTEGER_MAX
             and len(name) <= _FITS_ANY_BOUND
             and len(counts) == 2
             and "\x00" not in name
@@ -275,13 +304,13 @@ def _check_phase(name: str, counts: Any, seq: int) -> None:
     line's bytes are searched for it) or other fields beside the counts pass."""
     _bounded(name, "a phase name", IDENTIFIER_BYTES_MAX, seq)
     if type(counts) is not dict:
-        raise WrongType(f"phases.{name}", "a JSON object", seq=seq)
+        raise MalformedLine.wrong_type(f"phases.{name}", "a JSON object", seq=seq)
     done, total = counts.get("done"), counts.get("total")
-    if type(done) is int and type(total) is int and 0 <= done <= total <= BIGINT_MAX:
+    if type(done) is int and type(total) is int and 0 <= done <= total <= INTEGER_MAX:
         return
     _count(counts, "done", seq, field=f"phases.{name}.done")
     _count(counts, "total", seq, field=f"phases.{name}.total")
-    raise WrongType(f"phases.{name}.done", f"at most phases.{name}.total", seq=seq)
+    raise MalformedLine.wrong_type(f"phases.{name}.done", f"at most phases.{name}.total", seq=seq)
 
 
 def _check_unit_done(data: dict[str, Any], seq: int) -> bool:
@@ -294,12 +323,12 @@ def _check_unit_done(data: dict[str, Any], seq: int) -> bool:
         and unit
         and len(unit) <= _FITS_ANY_BOUND
         and type(index) is int
-        and 0 <= index <= BIGINT_MAX
+        and 0 <= index <= INTEGER_MAX
     ):
         return len(data) == 2 and "\x00" not in unit
     _string(data, "unit", seq)  # refuses a wrong type, measures a long string's bytes
     if not data["unit"]:
-        raise WrongType("unit", "a non-empty string", seq=seq)
+        raise MalformedLine.wrong_type("unit", "a non-empty string", seq=seq)
     _count(data, "index", seq)
     return False
 
@@ -311,7 +340,7 @@ def _check_bank_stop(data: dict[str, Any], seq: int) -> bool:
 
 def _check_ceiling(data: dict[str, Any], seq: int) -> bool:
     if type(data.get("halted")) is not bool:
-        raise WrongType("halted", "a bool", seq=seq)
+        raise MalformedLine.wrong_type("halted", "a bool", seq=seq)
     _string(data, "scope", seq)
     if "shortfall_micro_usd" in data:  # since 1.3; a 1.2 writer leaves it out
         _money(data, "shortfall_micro_usd", seq)
@@ -323,7 +352,7 @@ def _check_spend(data: dict[str, Any], seq: int) -> bool:
         money = data["committed_micro_usd"]
     except KeyError:
         money = None
-    if type(money) is not int or not 0 <= money <= BIGINT_MAX:
+    if type(money) is not int or not 0 <= money <= INTEGER_MAX:
         _money(data, "committed_micro_usd", seq)  # refuses it, naming what it found
     return len(data) == 1
 
@@ -331,10 +360,10 @@ def _check_spend(data: dict[str, Any], seq: int) -> bool:
 def _check_finished(data: dict[str, Any], seq: int) -> bool:
     _string(data, "outcome", seq)
     code = data.get("exit_code")
-    if type(code) is not int or not 0 <= code <= 255:
-        raise WrongType("exit_code", "an integer 0-255", seq=seq)
+    if type(code) is not int or code not in EXIT_CODES:
+        raise MalformedLine.wrong_type("exit_code", "an integer 0-255", seq=seq)
     if data.get("stop") not in (None, "soft", "hard"):
-        raise WrongType("stop", 'null, "soft" or "hard"', seq=seq)
+        raise MalformedLine.wrong_type("stop", 'null, "soft" or "hard"', seq=seq)
     _string(data, "refusal", seq, nullable=True)
     volume = _object(data, "volume", seq)
     _count(volume, "units_done", seq, field="volume.units_done")
