@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from platform_ingest.errors import LineTooLong
-from platform_ingest.journal.line_rules import LINE_BYTES_MAX
+from engine_events.grammar import LINE_BYTES_MAX, MalformedLine
 from platform_ingest.journal.reader import complete_lines
 from platform_ingest.journal.sections import SectionLine, line_at, section_lines
 from platform_journals import RUN_A, RUN_B, RUN_C, T, hello, line, spend
@@ -102,7 +101,8 @@ def test_a_line_is_read_as_a_line_of_its_stream(journal: Journal) -> None:
         if kind in ("not JSON", "hello another major", "hello not seq 1"):
             assert each.refused is not None
         if kind == "too long":  # refused by the reader, or by the decoder when read whole
-            assert isinstance(each.refused, LineTooLong)
+            assert isinstance(each.refused, MalformedLine)
+            assert each.refused.reason == "line_too_long"
             assert each.seq is None
 
 

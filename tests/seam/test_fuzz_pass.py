@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from engine_events.grammar import LINE_BYTES_MAX
 from platform_ingest import Database, JournalUnreadable
 from platform_ingest.ingest.book_pass import BookPass, Mode
 from platform_ingest.ingest.books import register_book
-from platform_ingest.journal.line_rules import LINE_BYTES_MAX
 from platform_ingest.operate.naming import name_stream
 from platform_ingest.operate.show import show_state
 from seam_model import STATS
