@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import engine_events._events as engine_events_module
 import engine_events._line as engine_line
-from engine_events import grammar
+from engine_events import ExitCode, grammar
 from engine_events._events import BankStop, Event, Finished, Hello, PhaseCount, Progress, UnitDone
 from engine_events._line import encode_line
 from engine_events.errors import EventError
@@ -611,8 +611,7 @@ constructors: st.SearchStrategy[Callable[[], Event]] = st.one_of(
     st.builds(
         partial,
         st.just(Finished),
-        outcome=adversarial,
-        exit_code=st.integers(0, 255),
+        exit_code=st.sampled_from(ExitCode),
         units_done=st.integers(0, 9),
         units_total=st.integers(0, 9),
         committed_micro_usd=st.integers(0, 9),
