@@ -484,7 +484,7 @@ class _Pass:
                     self.rules.identity = journal.identity
                     start, section = self._start(journal)
                     if self.news_bytes_max is not None and (
-                        journal.size() - start > self.news_bytes_max
+                        journal.size_at_open - start > self.news_bytes_max
                     ):
                         raise NewsTooLong(self.ref)
                     self.rules.enter(section, start=start)
@@ -556,7 +556,9 @@ class _Pass:
         live = [a for a in self.state.attempts.values() if a.state in LIVE_STATES and a.hint_offset]
         candidates.extend((attempt.hint, attempt.engine_run_id) for attempt in live)
         distinct = {hint for hint, _ in candidates}  # the book's and an attempt's often agree
-        failed = {hint for hint in distinct if not journal.verify_hint(hint)}
+        # One hint (the common case): its check reads the news with its line, in one read.
+        ahead = len(distinct) == 1
+        failed = {hint for hint in distinct if not journal.verify_hint(hint, read_ahead=ahead)}
         if failed:
             self.report.hint_discarded = True
             logger.info("pass over %s: a hint failed verification; reading from byte 0", self.ref)
