@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -744,6 +745,59 @@ def test_hint_is_verified_against_the_bytes_before_it(tmp_path: Path) -> None:
     replaced.replace(path)
     with Journal(path) as journal:
         assert not journal.verify_hint(good)  # same bytes, another file: thrown away
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(
+        st.binary(max_size=40).map(lambda body: body.replace(b"\n", b"") + b"\n"),
+        min_size=1,
+        max_size=12,
+    ),
+    after=st.integers(min_value=0, max_value=11),
+    news=st.binary(max_size=60),
+    damage=st.booleans(),
+)
+def test_a_hint_read_ahead_reads_what_a_hint_and_its_lines_read(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    after: int,
+    news: bytes,
+    damage: bool,
+) -> None:
+    """The hint's check that also reads the news past it answers as the check alone does, and the
+    lines from the hint are the file's, whatever the lines, the news and a hint gone stale."""
+    path = tmp_path_factory.mktemp("ahead") / "events.jsonl"
+    after = min(after, len(lines) - 1)
+    content = b"".join(lines) + news
+    path.write_bytes(content)
+    offset = len(b"".join(lines[: after + 1]))
+    line = lines[after]
+    digest = hashlib.sha256(line + b"!" if damage else line).digest()
+    hint = Hint(offset, len(line), digest, file_identity(path.stat()))
+    with Journal(path) as journal:
+        expected = (journal.verify_hint(hint), list(journal.lines(offset)), list(journal.lines(0)))
+    with Journal(path) as journal:
+        verified = journal.verify_hint(hint, read_ahead=True)
+        assert (verified, list(journal.lines(offset)), list(journal.lines(0))) == expected
+    assert expected[0] is not damage
+
+
+def test_a_hint_and_its_news_cost_one_read(tmp_path: Path) -> None:
+    """A book with a line of news: its size is the one taken at open, and the hint's line and the
+    news come in one `pread`; the end is known from that read coming back short."""
+    path = tmp_path / "events.jsonl"
+    first, second, news = hello(), spend(2, 1), spend(3, 2)
+    path.write_bytes(first + second + news)
+    hint = Hint(
+        len(first + second), len(second), hashlib.sha256(second).digest(), file_identity(path.stat())
+    )
+    with Journal(path) as journal, mock.patch("os.pread", wraps=os.pread) as pread:
+        assert journal.size_at_open == len(first + second + news)
+        assert journal.verify_hint(hint, read_ahead=True)
+        assert list(journal.lines(hint.offset)) == [(hint.offset, news)]
+        assert pread.call_count == 1
+        assert journal.bytes_read == len(b"\n" + second + news)
 
 
 # -- integers past 64 bits, in every lane ------------------------------------------------------
