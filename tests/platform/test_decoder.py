@@ -790,7 +790,10 @@ def test_a_hint_and_its_news_cost_one_read(tmp_path: Path) -> None:
     first, second, news = hello(), spend(2, 1), spend(3, 2)
     path.write_bytes(first + second + news)
     hint = Hint(
-        len(first + second), len(second), hashlib.sha256(second).digest(), file_identity(path.stat())
+        len(first + second),
+        len(second),
+        hashlib.sha256(second).digest(),
+        file_identity(path.stat()),
     )
     with Journal(path) as journal, mock.patch("os.pread", wraps=os.pread) as pread:
         assert journal.size_at_open == len(first + second + news)
