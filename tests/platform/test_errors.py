@@ -277,7 +277,7 @@ def test_only_what_the_decoder_refuses_is_an_exception() -> None:
 
 
 def test_a_refused_line_becomes_the_record_of_its_problem() -> None:
-    refused = errors.WrongType("seq", "an integer >= 1", seq=3).at(40)
+    refused = errors.MalformedLine.wrong_type("seq", "an integer >= 1", seq=3).at(40)
     assert dataclasses.astuple(ProblemRecord.of(refused)) == (
         "malformed",
         3,
