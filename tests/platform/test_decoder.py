@@ -803,6 +803,30 @@ def test_a_hint_and_its_news_cost_one_read(tmp_path: Path) -> None:
         assert journal.bytes_read == len(b"\n" + second + news)
 
 
+
+def test_lines_appended_after_a_hint_read_to_the_end_are_read_by_the_next_walk(
+    tmp_path: Path,
+) -> None:
+    """The read ahead that reached the end answers "nothing more" to the walk made with it only:
+    a journal walked again later (as a rebuild walks it) reads the lines appended since."""
+    path = tmp_path / "events.jsonl"
+    first, second, news, later = hello(), spend(2, 1), spend(3, 2), spend(4, 3)
+    path.write_bytes(first + second + news)
+    hint = Hint(
+        len(first + second),
+        len(second),
+        hashlib.sha256(second).digest(),
+        file_identity(path.stat()),
+    )
+    with Journal(path) as journal:
+        assert journal.verify_hint(hint, read_ahead=True)
+        assert list(journal.lines(hint.offset)) == [(hint.offset, news)]
+        with path.open("ab") as out:
+            out.write(later)
+        end = hint.offset + len(news)
+        assert list(journal.lines(end)) == [(end, later)]
+        assert list(journal.lines(hint.offset)) == [(hint.offset, news), (end, later)]
+
 # -- integers past 64 bits, in every lane ------------------------------------------------------
 
 past_64_bits = (

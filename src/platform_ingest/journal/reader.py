@@ -155,10 +155,10 @@ class Journal:
         self._ahead = b""
         """Bytes read past a verified hint with its line (`verify_hint(read_ahead=True)`), served
         to the read at `_ahead_at` that follows instead of a second `pread`."""
-        self._end = -1
-        """Where a read came back short: the end of the file as it was then. A read from there
-        answers at once that there is nothing more (lines appended since are the next pass's,
-        whose change notification is on its way)."""
+        self._ahead_ends_file = False
+        """The read ahead came back short: it reached the end of the file, so the one read that
+        follows its bytes answers "nothing more" without a `pread`, as if made with it. Only that
+        one: a journal read again later (a rebuild's) sees what was appended since."""
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -176,14 +176,14 @@ class Journal:
 
     def _pread(self, length: int, offset: int) -> bytes:
         if offset == self._ahead_at:
-            data, self._ahead_at, self._ahead = self._ahead[:length], -1, b""
+            data, rest = self._ahead[:length], self._ahead[length:]
+            if rest or (data and self._ahead_ends_file):
+                self._ahead_at, self._ahead = offset + len(data), rest
+            else:
+                self._ahead_at, self._ahead = -1, b""
             return data
-        if offset == self._end:
-            return b""
         data = os.pread(self._fd, length, offset)
         self.bytes_read += len(data)
-        if len(data) < length:
-            self._end = offset + len(data)
         return data
 
     def verify_hint(self, hint: Hint, *, read_ahead: bool = False) -> bool:
@@ -202,9 +202,11 @@ class Journal:
         before = 1 if line_start > 0 else 0
         length = hint.line_bytes + before
         # A file shorter than the hint reads short: the length compared below refuses it.
-        data = self._pread(length + (READ_CHUNK_BYTES if read_ahead else 0), line_start - before)
+        wanted = length + (READ_CHUNK_BYTES if read_ahead else 0)
+        data = self._pread(wanted, line_start - before)
         if read_ahead and len(data) > length:
             self._ahead_at, self._ahead = hint.offset, data[length:]
+            self._ahead_ends_file = len(data) < wanted
             data = data[:length]
         if len(data) != length or not data.endswith(b"\n"):
             return False
