@@ -803,7 +803,6 @@ def test_a_hint_and_its_news_cost_one_read(tmp_path: Path) -> None:
         assert journal.bytes_read == len(b"\n" + second + news)
 
 
-
 def test_lines_appended_after_a_hint_read_to_the_end_are_read_by_the_next_walk(
     tmp_path: Path,
 ) -> None:
@@ -826,6 +825,7 @@ def test_lines_appended_after_a_hint_read_to_the_end_are_read_by_the_next_walk(
         end = hint.offset + len(news)
         assert list(journal.lines(end)) == [(end, later)]
         assert list(journal.lines(hint.offset)) == [(hint.offset, news), (end, later)]
+
 
 # -- integers past 64 bits, in every lane ------------------------------------------------------
 
