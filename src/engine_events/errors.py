@@ -39,7 +39,7 @@ import sqlite3
 
 from ._error_root import EngineEventsError
 from ._exit_codes import ExitCode
-from .grammar import LineError, MalformedLine
+from .grammar import LineError, MalformedLine, UnsupportedVersion
 
 __all__ = [
     "BookDatabaseBusy",
@@ -91,12 +91,6 @@ class LineTooLong(EventError):
         super().__init__(f"line of {size_bytes} bytes exceeds the limit of {limit_bytes} bytes")
         self.size_bytes = size_bytes
         self.limit_bytes = limit_bytes
-
-
-class UnsupportedVersion(LineError):
-    """A `hello` of a stream major this reader does not speak."""
-
-    kind = "unsupported_version"
 
 
 class StreamVersionNotSupported(EngineEventsError, ValueError):

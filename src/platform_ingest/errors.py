@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, Self
 
+from engine_events import grammar
 from engine_events.grammar import LineError
 from engine_events.grammar import MalformedLine as MalformedLine  # noqa: PLC0414 (re-exported)
 
@@ -200,8 +201,10 @@ class StreamProblem(IngestError):
         return made
 
 
-class UnsupportedVersion(StreamProblem, LineRefused):
-    """A hello of a stream major this reader does not speak: the whole stream is refused."""
+class UnsupportedVersion(StreamProblem, grammar.UnsupportedVersion):
+    """A hello of a stream major this reader does not speak: the whole stream is refused. The
+    engine's `UnsupportedVersion` (a `LineRefused`) with the stream it names, so one `except`
+    catches the refusal from either side's reader."""
 
     kind = "unsupported_version"
     engine_run_id: str  # always named: the stream it refuses

@@ -361,3 +361,14 @@ def test_the_check_finds_a_changed_error() -> None:
 def test_no_caught_error_is_changed(path: Path) -> None:
     where = [f"{path.relative_to(ROOT)}:{line}" for line, _ in mutated_exceptions(path.read_text())]
     assert where == [], "make a new error instead (`errors._with`)"
+
+
+def test_the_platform_refuses_a_version_as_the_engine_does() -> None:
+    """One `except engine_events.errors.UnsupportedVersion` catches either side's refusal."""
+    from engine_events import errors as engine_errors
+
+    refused = errors.UnsupportedVersion("2.0", engine_run_id="r-1", book_id="b-1")
+    assert isinstance(refused, engine_errors.UnsupportedVersion)
+    assert isinstance(refused, errors.LineRefused)
+    assert isinstance(refused, errors.StreamProblem)
+    assert refused.kind == "unsupported_version"

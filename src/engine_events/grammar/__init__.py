@@ -15,7 +15,7 @@ every path. docs/reference/stream-format.md tells the rules to a person.
 
 from .hello import HelloIdentity, hello_identity, named
 from .judge import Line, judge, of_another_major
-from .refusals import LineError, MalformedLine, MalformedReason
+from .refusals import LineError, MalformedLine, MalformedReason, UnsupportedVersion
 from .rules import (
     EXIT_CODES,
     IDENTIFIER_BYTES_MAX,
@@ -63,6 +63,7 @@ __all__ = [
     "MalformedLine",
     "MalformedReason",
     "TimeMemo",
+    "UnsupportedVersion",
     "contains_nul",
     "hello_identity",
     "integer_too_wide",

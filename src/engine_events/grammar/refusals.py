@@ -2,7 +2,8 @@
 refusal of a line that breaks a rule of its form, with the name of the rule (`reason`).
 
 Both sides raise and catch these classes: the engine's `verify`, `watch` and `status`, and the
-platform's decoder (which calls `LineError` `LineRefused`, and adds its own `UnsupportedVersion`).
+platform's decoder (which calls `LineError` `LineRefused`, and names the stream in its own
+`UnsupportedVersion`, a kind of the engine's).
 What a refusal says (`detail`) is what `verify` prints and what the platform stores and `show`
 prints; its wording is built here only.
 
@@ -193,3 +194,9 @@ class MalformedLine(LineError):
             "an integer of the line does not fit a signed 64-bit integer",
             seq=seq,
         )
+
+
+class UnsupportedVersion(LineError):
+    """A `hello` of a stream major this reader does not speak."""
+
+    kind = "unsupported_version"

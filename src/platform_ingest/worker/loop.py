@@ -1,7 +1,8 @@
 """`platform-ingest run`: the long-running worker, and its loop.
 
-One thread does every pass (a pass is `book_pass.BookPass`: state only in Postgres, nothing cached
-between passes); two helpers only tell it what to look at:
+One thread does every pass (a book alone in being due gets its own, `book_pass.BookPass`; books due
+at once go in groups, `group_pass.GroupPass`; state only in Postgres, nothing cached between
+passes); two helpers only tell it what to look at:
 
 - the watcher (`watcher`): a book's journal changed, or a root's list of books did;
 - the clock: the membership check (every `membership_interval_s`), the survey (every
@@ -11,7 +12,7 @@ What wakes a pass over a book the worker works (its `trigger` in the metrics):
 
 - `notify`: its journal changed;
 - `claim`: the worker starts, or the book became this worker's (a new directory, a worker left
-  or joined), and its lag measured says it needs a pass (`survey.Survey._claim`);
+  or joined), and its lag measured says it needs a pass (`ownership.Ownership.claim`);
 - `survey`: the safety net. Every `survey_interval_s` the worker measures the lag of each of its
   books against the real head (`lag`) and passes every book with complete lines past its cursor
   (a change notification that never came) or whose scan epoch moved (`name`, `release`);
