@@ -27,7 +27,12 @@ from platform_ingest.errors import NotFound
 from platform_ingest.ingest.books import book_lock_key, register_book
 from platform_ingest.operate.compact import compact_quiet
 from platform_ingest.operate.naming import release_attempt
-from platform_ingest.operate.scrub import BackgroundScrub, BookScrub, scrub_book
+from platform_ingest.operate.scrub import (
+    STEP_COST_BYTES_MIN,
+    BackgroundScrub,
+    BookScrub,
+    scrub_book,
+)
 from platform_journals import (
     RUN_A,
     RUN_B,
@@ -355,6 +360,36 @@ def test_the_background_scrub_keeps_its_rate_and_yields(db: Database, make_book:
         scrub.step(lambda: [book_id], lambda: False)
     assert counted["mismatches"] == 1
     assert attempts(db, book)[RUN_A]["error"]["seq"] == 2
+
+
+def test_the_background_scrub_counts_a_small_books_step_at_its_fixed_cost(
+    db: Database, make_book: MakeBook
+) -> None:
+    """Many small books: a step costs at least `STEP_COST_BYTES_MIN` of the bucket, whatever few
+    bytes it read, so the scrub takes a bounded number of books a second, not its rate's worth of
+    lines (a worker of thousands of small books spent its loop on their fixed costs)."""
+    rate = 2 * STEP_COST_BYTES_MIN
+    book_ids = []
+    for number in range(12):
+        book = make_book(f"book-{number}")
+        write(book, *_stream(f"{number:08d}-0000-4000-8000-000000000000", book.name, 3))
+        sweep(db, book)
+        book_ids.append(register_book(db, book).book_id)
+    now = [0.0]
+    steps = [0]
+
+    class Counters:
+        def scrubbed(self, bytes_read: int, mismatches: int) -> None:
+            assert bytes_read < STEP_COST_BYTES_MIN  # each book is smaller than a step's cost
+            steps[0] += 1
+
+    scrub = BackgroundScrub(db, bytes_per_s=rate, counters=Counters(), clock=lambda: now[0])
+    for turn in range(1, 4):
+        now[0] += 1
+        scrub.step(lambda: book_ids, lambda: False)
+        assert steps[0] <= 2 * turn  # a second's rate is worth two steps' fixed cost
+    assert steps[0] == 6
+    assert [report.outcome for report in scrub.finished] == ["clean"] * 6
 
 
 def _state(db: Database, book: Path) -> str | None:

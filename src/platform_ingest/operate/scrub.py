@@ -80,6 +80,11 @@ RECORDABLE_STATES: frozenset[AttemptState] = frozenset(
 )
 """The states with no problem standing, whose attempt a mismatch quarantines. Another state keeps
 what it stands for (a problem an operator is looking at, an abandon): the mismatch is reported."""
+STEP_COST_BYTES_MIN = 64 * 1024
+"""What one step of the background scrub costs its token bucket at least, however few bytes it
+read: a step's fixed work (the book's lock, its rows loaded, its journal opened: some five round
+trips) is worth reading about this much. Without it, a worker of thousands of small books would
+scrub thousands of them a second on its 1 MiB/s and spend its loop on their fixed costs."""
 BUCKET_S = 5.0
 """The background scrub's token bucket holds at most this many seconds of its rate: a loop that
 turned late (a long pass) catches up that much, no more."""
@@ -679,7 +684,10 @@ class BackgroundScrub:
         self._filled_at = now
         left: set[str] = set()
         """The books left this turn: found busy, or scrubbed to their end already."""
-        while self.tokens > 0 and not should_yield():
+        # A step waits for tokens worth its fixed cost (or the whole bucket, at a rate so low the
+        # bucket never holds that much), so a book's step reads that many bytes when it has them.
+        step_tokens = min(STEP_COST_BYTES_MIN, BUCKET_S * self.bytes_per_s)
+        while self.tokens >= step_tokens and not should_yield():
             scrub = self._current or self._next(book_ids(), left)
             if scrub is None:
                 return
@@ -699,7 +707,7 @@ class BackgroundScrub:
             if read is None:  # a pass holds it: another book meanwhile
                 self._current = None
                 continue
-            self.tokens -= read
+            self.tokens -= max(read, STEP_COST_BYTES_MIN)
             if self.counters is not None:
                 self.counters.scrubbed(read, len(scrub.report.mismatches) - mismatches_before)
             if scrub.done:
@@ -707,11 +715,12 @@ class BackgroundScrub:
 
     def _next(self, book_ids: Sequence[str], left: set[str]) -> BookScrub | None:
         """The book after the last one scrubbed, in id order (round robin), not left already."""
-        candidates = sorted(book_id for book_id in book_ids if book_id not in left)
+        # One look over the ids, not a sort: this runs once a book, over thousands of books.
+        candidates = [book_id for book_id in book_ids if book_id not in left]
         if not candidates:
             return None
         after = [book_id for book_id in candidates if book_id > self._last_book]
-        book_id = (after or candidates)[0]
+        book_id = min(after) if after else min(candidates)
         self._last_book = book_id
         return BookScrub(self.db, book_id)
 
