@@ -32,7 +32,12 @@ from platform_ingest.journal.hint import Hint
 from platform_ingest.journal.line import Line
 from platform_ingest.journal.memo import DecoderMemo
 from platform_ingest.journal.precise import decode_precisely
-from platform_ingest.journal.reader import Journal, complete_lines, file_identity
+from platform_ingest.journal.reader import (
+    READ_PAST_SIZE_BYTES,
+    Journal,
+    complete_lines,
+    file_identity,
+)
 from platform_journals import hello, line, progress, spend, unit_done
 
 T = "2026-11-30T02:08:57.213Z"
@@ -825,6 +830,31 @@ def test_lines_appended_after_a_hint_read_to_the_end_are_read_by_the_next_walk(
         end = hint.offset + len(news)
         assert list(journal.lines(end)) == [(end, later)]
         assert list(journal.lines(hint.offset)) == [(hint.offset, news), (end, later)]
+
+
+@pytest.mark.parametrize("read_ahead", [False, True])
+def test_lines_appended_after_the_open_are_read_past_the_size_it_saw(
+    tmp_path: Path, read_ahead: bool
+) -> None:
+    """Reads ask for the size the file had when opened and `READ_PAST_SIZE_BYTES` past it (a
+    large buffer costs more than a small book's read): a file that grew by more than that since
+    is still read to its end, in one walk, whether or not the hint's check read ahead."""
+    path = tmp_path / "events.jsonl"
+    first, second = hello(), spend(2, 1)
+    path.write_bytes(first + second)
+    hint = Hint(
+        len(first + second),
+        len(second),
+        hashlib.sha256(second).digest(),
+        file_identity(path.stat()),
+    )
+    appended = [spend(seq, seq) for seq in range(3, 3 + 3 * READ_PAST_SIZE_BYTES // 40)]
+    with Journal(path) as journal:
+        with path.open("ab") as out:
+            out.write(b"".join(appended))
+        assert sum(map(len, appended)) > 2 * READ_PAST_SIZE_BYTES
+        assert journal.verify_hint(hint, read_ahead=read_ahead)
+        assert [line for _, line in journal.lines(hint.offset)] == appended
 
 
 # -- integers past 64 bits, in every lane ------------------------------------------------------
