@@ -55,6 +55,7 @@ are, which are this worker's and how far behind they are, `survey`'s.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import queue
@@ -298,6 +299,10 @@ class Worker:
         self.control.start()
         if self.housekeeping is not None:
             self.housekeeping.start()
+        # What start-up made (modules, the parser, the settings) lives as long as the process:
+        # moved out of the collector's generations, the full collections a busy loop triggers
+        # no longer walk it each time (docs/performance.md, "Many books, a line each").
+        gc.freeze()
         try:
             self._loop()
         except SchemaChanged as error:
