@@ -201,7 +201,6 @@ def test_a_book_with_long_news_gets_a_pass_of_its_own(
     assert cursors(sql)[long.name] == 2
 
 
-
 @pytest.mark.parametrize("passes", ["a group", "a pass a book"])
 def test_a_pass_leaves_nothing_for_the_cycle_collector(
     db: Database, make_book: MakeBook, passes: str
@@ -228,6 +227,7 @@ def test_a_pass_leaves_nothing_for_the_cycle_collector(
         gc.garbage.clear()
     ours = sorted({kind.__qualname__ for kind in left if kind.__module__.startswith("platform_")})
     assert ours == []
+
 
 def test_projections_see_each_line_once_in_file_order_per_book(
     db: Database, make_book: MakeBook, sql: psycopg.Connection[Any]

@@ -367,7 +367,8 @@ def test_the_background_scrub_counts_a_small_books_step_at_its_fixed_cost(
 ) -> None:
     """Many small books: a step costs at least `STEP_COST_BYTES_MIN` of the bucket, whatever few
     bytes it read, so the scrub takes a bounded number of books a second, not its rate's worth of
-    lines (a worker of thousands of small books spent its loop on their fixed costs)."""
+    lines (a worker of thousands of small books spent its loop on their fixed costs); and the
+    worker's books are asked for once a round, not once a book."""
     rate = 2 * STEP_COST_BYTES_MIN
     book_ids = []
     for number in range(12):
@@ -384,12 +385,23 @@ def test_the_background_scrub_counts_a_small_books_step_at_its_fixed_cost(
             steps[0] += 1
 
     scrub = BackgroundScrub(db, bytes_per_s=rate, counters=Counters(), clock=lambda: now[0])
+    asked = [0]
+
+    def owned() -> list[str]:
+        asked[0] += 1
+        return book_ids
+
     for turn in range(1, 4):
         now[0] += 1
-        scrub.step(lambda: book_ids, lambda: False)
+        scrub.step(owned, lambda: False)
         assert steps[0] <= 2 * turn  # a second's rate is worth two steps' fixed cost
     assert steps[0] == 6
     assert [report.outcome for report in scrub.finished] == ["clean"] * 6
+    assert asked == [1]
+    for _ in range(4):
+        now[0] += 1
+        scrub.step(owned, lambda: False)
+    assert steps[0] == 14 and asked == [2]  # the second round began with the 13th book
 
 
 def _state(db: Database, book: Path) -> str | None:

@@ -668,13 +668,15 @@ class BackgroundScrub:
         self.tokens = 0.0
         self._filled_at = clock()
         self._current: BookScrub | None = None
-        self._last_book = ""
+        self._round: list[str] = []
+        """The books of this round still to scrub, the next one last: the worker's books in id
+        order when the round began (asked once a round, not once a book: thousands of them)."""
         self.finished: list[ScrubReport] = []
         """The reports of the latest scrubs finished (the last 16), newest last."""
 
     def step(self, book_ids: Callable[[], Sequence[str]], should_yield: Callable[[], bool]) -> None:
-        """Scrub as far as the tokens go; `book_ids` gives the worker's books (asked only when
-        a scrub ends and the next book is chosen)."""
+        """Scrub as far as the tokens go; `book_ids` gives the worker's books (asked once a
+        round, when the round before it is done)."""
         if self.bytes_per_s <= 0:
             return
         now = self.clock()
@@ -688,7 +690,7 @@ class BackgroundScrub:
         # bucket never holds that much), so a book's step reads that many bytes when it has them.
         step_tokens = min(STEP_COST_BYTES_MIN, BUCKET_S * self.bytes_per_s)
         while self.tokens >= step_tokens and not should_yield():
-            scrub = self._current or self._next(book_ids(), left)
+            scrub = self._current or self._next(book_ids, left)
             if scrub is None:
                 return
             self._current = scrub
@@ -713,16 +715,17 @@ class BackgroundScrub:
             if scrub.done:
                 self._ended(scrub)
 
-    def _next(self, book_ids: Sequence[str], left: set[str]) -> BookScrub | None:
-        """The book after the last one scrubbed, in id order (round robin), not left already."""
-        # One look over the ids, not a sort: this runs once a book, over thousands of books.
-        candidates = [book_id for book_id in book_ids if book_id not in left]
-        if not candidates:
-            return None
-        after = [book_id for book_id in candidates if book_id > self._last_book]
-        book_id = min(after) if after else min(candidates)
-        self._last_book = book_id
-        return BookScrub(self.db, book_id)
+    def _next(self, book_ids: Callable[[], Sequence[str]], left: set[str]) -> BookScrub | None:
+        """The next book of the round (in id order), not left already this turn; a new round
+        once this one is done."""
+        for fresh in (False, True):
+            if fresh:
+                self._round = sorted(book_ids(), reverse=True)
+            while self._round:
+                book_id = self._round.pop()
+                if book_id not in left:
+                    return BookScrub(self.db, book_id)
+        return None
 
     def _ended(self, scrub: BookScrub) -> None:
         self._current = None
