@@ -207,7 +207,7 @@ def test_a_pass_leaves_nothing_for_the_cycle_collector(
 ) -> None:
     """What a pass makes is freed when it ends, by reference counts: no cycle among its objects.
     Cycles made every pass's objects garbage only the collector frees, and its collections took
-    a third of a line's CPU in a group of 500 books (docs/performance.md)."""
+    about a tenth of a line's CPU in groups of 500 books (docs/performance.md)."""
     books = make_books(db, make_book, 4)
     for book in books:
         append(book, unit_done(3, "u-3", 1))

@@ -387,7 +387,7 @@ class _Pass:
         self._load_skips()
         # The rules see this pass as their `History` through a weak reference: a strong one
         # would make the two a cycle, and every pass's objects garbage only the cycle collector
-        # frees (in a group of 500 books, its collections took a third of a line's CPU).
+        # frees (in groups of 500 books, its collections took about a tenth of a line's CPU).
         history = weakref.proxy(self)
         self.rules = StreamRules(
             self.state, owner.mode, history, keep_applied=bool(owner.projections)
