@@ -11,8 +11,7 @@
      │    ├── JournalMissing                   gone while an attempt awaits its lines
      │    ├── JournalNotRegular                a FIFO, socket, device, directory or symlink
      │    └── JournalOutsideRoots              the book directory was swapped or moved
-     ├── StreamProblem                         a problem of a line, found by the decoder
-     │    └── UnsupportedVersion (LineRefused) kind "unsupported_version": a major other than 1
+     ├── UnsupportedVersion (LineRefused)      a hello of a major other than 1: its stream refused
      ├── DatabaseError                         Postgres said no (translated in `db`, by SQLSTATE)
      │    ├── DataRefused                      a book's value Postgres cannot store (22, 23, 54)
      │    ├── DatabaseUnavailable (ConnectionError)   connection lost or refused: retryable
@@ -36,8 +35,8 @@ readers' too): `LineRefused`, kind "malformed" when it is its one `MalformedLine
 names the rule the line breaks (`engine_events.grammar.MalformedReason`), and this package's
 `UnsupportedVersion`.
 
-A `StreamProblem` carries fields, not only a message: `kind` (the name `show` prints), `seq` (None
-when the line has none) and `offset` (the byte offset where the offending line starts). Messages
+A refusal carries fields, not only a message: `kind` (the name `show` prints), `seq` (None when
+the line has none) and `offset` (the byte offset where the offending line starts). Messages
 never hold money amounts. What the rules find from a line's place or from the cursor (a gap, a
 conflict, a line out of place, another book's hello, a foreign stream ahead) is never raised: it
 is a record (`decisions.problems.ProblemRecord`), built where it is found.
@@ -178,30 +177,7 @@ class JournalOutsideRoots(JournalUnreadable):
     kind = "journal_outside_roots"
 
 
-class StreamProblem(IngestError):
-    """A problem the decoder finds in one line: raised, caught by whoever reads the line, and
-    kept as state, a record on the attempt or the book (`decisions.problems.ProblemRecord.of`).
-
-    `kind` is the error kind `show` prints; `seq` is None when the line has none; `offset` is the
-    byte offset where the offending line starts (set by the reader when the decoder does not know).
-    """
-
-    kind: ClassVar[StreamProblemKind] = "stream_problem"
-
-    def __init__(self, detail: str, *, seq: int | None = None, offset: int | None = None) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.seq = seq
-        self.offset = offset
-
-    def at(self, offset: int) -> Self:
-        """This problem, found in the line that starts at byte `offset`: a new error (the
-        decoder, which sees one line, leaves the offset to the reader, who knows it)."""
-        made: Self = _with(self, offset=offset)
-        return made
-
-
-class UnsupportedVersion(StreamProblem, grammar.UnsupportedVersion):
+class UnsupportedVersion(IngestError, grammar.UnsupportedVersion):
     """A hello of a stream major this reader does not speak: the whole stream is refused. The
     engine's `UnsupportedVersion` (a `LineRefused`) with the stream it names, so one `except`
     catches the refusal from either side's reader."""

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine_events import grammar
 from platform_ingest import errors
 from platform_ingest.decisions import problems
 from platform_ingest.decisions.problems import ProblemRecord
@@ -30,20 +31,21 @@ from platform_ingest.errors import (
     LineRefused,
     ProjectionFailed,
     ProjectionStatementRefused,
-    StreamProblem,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "src" / "platform_ingest", ROOT / "src" / "engine_events"]
 
 H = "ab" * 32
-SAMPLES: dict[type[StreamProblem], StreamProblem] = {
-    errors.StreamProblem: errors.StreamProblem("a problem", seq=3),
+SAMPLES: dict[type[LineRefused], LineRefused] = {
+    errors.LineRefused: errors.LineRefused("a problem", seq=3),
+    errors.MalformedLine: errors.MalformedLine.wrong_type("seq", "an integer >= 1", seq=3),
     errors.UnsupportedVersion: errors.UnsupportedVersion(
         "2.0", engine_run_id="r-1", book_id="b", seq=1
     ),
 }
-"""One of each error the decoder raises (the problems found from a line's own bytes)."""
+"""One of each refusal the decoder raises (the problems found from a line's own bytes): the
+grammar's, and the platform's `UnsupportedVersion`."""
 
 H2 = H[::-1]
 RECORDS: dict[str, tuple[ProblemRecord, tuple[str, int | None, int | None, str]]] = {
@@ -140,20 +142,26 @@ REMOVED = (
 """The exceptions these problems once were, made only to be stored."""
 
 
-def _subclasses(root: type[StreamProblem]) -> Iterator[type[StreamProblem]]:
+def _subclasses(root: type[LineRefused]) -> Iterator[type[LineRefused]]:
     yield root
     for child in root.__subclasses__():
         yield from _subclasses(child)
 
 
+def _refusals() -> set[type[LineRefused]]:
+    """The refusals of a line the platform may raise: the grammar's and its own."""
+    modules = {errors.__name__, LineRefused.__module__}
+    return {kind for kind in _subclasses(LineRefused) if kind.__module__ in modules}
+
+
 def test_every_stream_problem_has_a_sample_here() -> None:
     """A new problem class is held by the tests below too: it needs a sample in `SAMPLES`."""
-    found = {kind for kind in _subclasses(StreamProblem) if kind.__module__ == errors.__name__}
+    found = _refusals() - {grammar.UnsupportedVersion}  # the platform's names the stream
     assert found == set(SAMPLES)
 
 
 @pytest.mark.parametrize("kind", sorted(SAMPLES, key=lambda kind: kind.__name__))
-def test_a_problem_found_at_an_offset_is_a_new_error(kind: type[StreamProblem]) -> None:
+def test_a_problem_found_at_an_offset_is_a_new_error(kind: type[LineRefused]) -> None:
     """`at(offset)` gives an error of the same class, message, fields and cause, at `offset`;
     the error it was made from is unchanged."""
     original = SAMPLES[kind]
@@ -175,7 +183,7 @@ def test_a_problem_found_at_an_offset_is_a_new_error(kind: type[StreamProblem]) 
     "kind", [k for k in sorted(SAMPLES, key=lambda k: k.__name__) if issubclass(k, LineRefused)]
 )
 def test_a_refusal_of_a_readable_hello_names_its_stream_in_a_new_error(
-    kind: type[StreamProblem],
+    kind: type[LineRefused],
 ) -> None:
     """`of_hello` gives an error of the same class and message naming the stream the line
     starts; the refusal it was made from names none."""
@@ -267,12 +275,12 @@ def test_a_problem_is_never_changed_once_made(builder: str) -> None:
 
 
 def test_only_what_the_decoder_refuses_is_an_exception() -> None:
-    """Every `StreamProblem` is raised by the decoder and caught by the reader of the line (a
-    `LineRefused`); what is found from a line's place or from the cursor is a record. The
-    exceptions those problems once were are gone."""
-    found = set(_subclasses(StreamProblem)) - {StreamProblem}
-    assert found, "the decoder's refusals are StreamProblems"
-    assert [kind.__name__ for kind in found if not issubclass(kind, LineRefused)] == []
+    """Every problem the platform raises for a line is a refusal of the decoder (a
+    `LineRefused`), caught by the reader of the line; what is found from a line's place or from
+    the cursor is a record. The exceptions those problems once were are gone, and so is the class
+    they had in common."""
+    assert errors.UnsupportedVersion in _refusals()
+    assert not hasattr(errors, "StreamProblem")
     assert [name for name in REMOVED if hasattr(errors, name)] == []
 
 
@@ -370,5 +378,5 @@ def test_the_platform_refuses_a_version_as_the_engine_does() -> None:
     refused = errors.UnsupportedVersion("2.0", engine_run_id="r-1", book_id="b-1")
     assert isinstance(refused, engine_errors.UnsupportedVersion)
     assert isinstance(refused, errors.LineRefused)
-    assert isinstance(refused, errors.StreamProblem)
+    assert isinstance(refused, errors.IngestError)
     assert refused.kind == "unsupported_version"

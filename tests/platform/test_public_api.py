@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import platform_ingest
-from platform_ingest.errors import IngestError, StreamProblem
+from platform_ingest.errors import IngestError, LineRefused
 
 ROOT = Path(__file__).resolve().parents[2]
 USERS = [
@@ -64,5 +64,5 @@ def test_the_public_errors_are_ones_a_caller_catches() -> None:
     the attempt (`show`), never raised to a caller of a pass."""
     public = {name: getattr(platform_ingest, name) for name in _errors()}
     assert {name for name, kind in public.items() if not issubclass(kind, IngestError)} == set()
-    assert {name for name, kind in public.items() if issubclass(kind, StreamProblem)} == set()
+    assert {name for name, kind in public.items() if issubclass(kind, LineRefused)} == set()
     assert "IngestError" in public

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import LineRefused, ProblemKind, StreamProblem
+from ..errors import LineRefused, ProblemKind
 
 COMPACTED_RANGE_DETAIL = "seqs 1.."
 """How the detail of a problem of a whole compacted range begins: the mark by which a recorded
@@ -34,7 +34,7 @@ class ProblemRecord:
     detail: str
 
     @classmethod
-    def of(cls, refused: StreamProblem | LineRefused) -> ProblemRecord:
+    def of(cls, refused: LineRefused) -> ProblemRecord:
         """The record of a refusal of the decoder (or of Postgres's, `database_refused`)."""
         return cls(refused.kind, refused.seq, refused.offset, refused.detail)
 
