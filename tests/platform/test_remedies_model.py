@@ -547,13 +547,22 @@ class RemediesLife(RuleBasedStateMachine):
             self._sweep(via_cli=False, batch_lines_max=BATCH_LINES)
 
     @precondition(
-        lambda self: self.present and self.live is None and bool(self.file) and not self.file_tail
+        lambda self: (
+            self.present
+            and self.live is None
+            and bool(self.file)
+            and not self.file_tail
+            and all(written.seq != 0 for written in self.file)
+        )
     )
     @rule(cut_back=st.booleans())
     def garbage_after_the_last_stream(self, cut_back: bool) -> None:
         """A garbage line after the journal's last stream (finished, or its engine gone), read
         by a pass: a line of no stream, the book's own error when that stream is finished. Then,
-        maybe, the journal cut back to before it (`verify` reads it OK again) and read again."""
+        maybe, the journal cut back to before it (`verify` reads it OK again) and read again.
+        The journal holds no garbage before it: cut back to before an earlier one, it would lose
+        the lines of a stream between the two that the pass above applied (and `damage` cuts
+        garbage of its own)."""
         self._garbage()
         self._sweep(via_cli=False, batch_lines_max=BATCH_LINES)
         if self._shown()["error"] is not None:
