@@ -788,11 +788,10 @@ def test_a_hint_read_ahead_reads_what_a_hint_and_its_lines_read(
     assert expected[0] is not damage
 
 
-def test_a_hint_and_its_news_cost_one_read(tmp_path: Path) -> None:
-    """A book with a line of news: its size is the one taken at open, and the hint's line and the
-    news come in one `pread`; the end is known from that read coming back short."""
-    path = tmp_path / "events.jsonl"
-    first, second, news = hello(), spend(2, 1), spend(3, 2)
+def _journal_with_a_hint(path: Path, news: bytes) -> tuple[Hint, bytes]:
+    """A journal of a hello and a spend, then `news`, at `path`; the hint just past the spend, and
+    the bytes before it."""
+    first, second = hello(), spend(2, 1)
     path.write_bytes(first + second + news)
     hint = Hint(
         len(first + second),
@@ -800,12 +799,21 @@ def test_a_hint_and_its_news_cost_one_read(tmp_path: Path) -> None:
         hashlib.sha256(second).digest(),
         file_identity(path.stat()),
     )
+    return hint, first + second
+
+
+def test_a_hint_and_its_news_cost_one_read(tmp_path: Path) -> None:
+    """A book with a line of news: its size is the one taken at open, and the hint's line and the
+    news come in one `pread`; the end is known from that read coming back short."""
+    path = tmp_path / "events.jsonl"
+    news = spend(3, 2)
+    hint, before = _journal_with_a_hint(path, news)
     with Journal(path) as journal, mock.patch("os.pread", wraps=os.pread) as pread:
-        assert journal.size_at_open == len(first + second + news)
+        assert journal.size_at_open == len(before + news)
         assert journal.verify_hint(hint, read_ahead=True)
         assert list(journal.lines(hint.offset)) == [(hint.offset, news)]
         assert pread.call_count == 1
-        assert journal.bytes_read == len(b"\n" + second + news)
+        assert journal.bytes_read == len(b"\n" + spend(2, 1) + news)
 
 
 def test_lines_appended_after_a_hint_read_to_the_end_are_read_by_the_next_walk(
@@ -814,14 +822,8 @@ def test_lines_appended_after_a_hint_read_to_the_end_are_read_by_the_next_walk(
     """The read ahead that reached the end answers "nothing more" to the walk made with it only:
     a journal walked again later (as a rebuild walks it) reads the lines appended since."""
     path = tmp_path / "events.jsonl"
-    first, second, news, later = hello(), spend(2, 1), spend(3, 2), spend(4, 3)
-    path.write_bytes(first + second + news)
-    hint = Hint(
-        len(first + second),
-        len(second),
-        hashlib.sha256(second).digest(),
-        file_identity(path.stat()),
-    )
+    news, later = spend(3, 2), spend(4, 3)
+    hint, _ = _journal_with_a_hint(path, news)
     with Journal(path) as journal:
         assert journal.verify_hint(hint, read_ahead=True)
         assert list(journal.lines(hint.offset)) == [(hint.offset, news)]
@@ -840,14 +842,7 @@ def test_lines_appended_after_the_open_are_read_past_the_size_it_saw(
     large buffer costs more than a small book's read): a file that grew by more than that since
     is still read to its end, in one walk, whether or not the hint's check read ahead."""
     path = tmp_path / "events.jsonl"
-    first, second = hello(), spend(2, 1)
-    path.write_bytes(first + second)
-    hint = Hint(
-        len(first + second),
-        len(second),
-        hashlib.sha256(second).digest(),
-        file_identity(path.stat()),
-    )
+    hint, _ = _journal_with_a_hint(path, b"")
     appended = [spend(seq, seq) for seq in range(3, 3 + 3 * READ_PAST_SIZE_BYTES // 40)]
     with Journal(path) as journal:
         with path.open("ab") as out:
