@@ -404,6 +404,22 @@ def test_the_background_scrub_counts_a_small_books_step_at_its_fixed_cost(
     assert steps[0] == 14 and asked == [2]  # the second round began with the 13th book
 
 
+
+def test_a_book_gone_since_its_round_began_is_left_and_the_others_are_scrubbed(
+    db: Database, make_book: MakeBook
+) -> None:
+    """A round lists the worker's books when it begins: one forgotten (or never registered)
+    meanwhile is left for a later round, logged, and the books after it are scrubbed."""
+    book = make_book("book-1")
+    write(book, *_stream(RUN_A, "book-1", 3))
+    sweep(db, book)
+    book_id = register_book(db, book).book_id
+    now = [0.0]
+    scrub = BackgroundScrub(db, bytes_per_s=4 * STEP_COST_BYTES_MIN, clock=lambda: now[0])
+    now[0] += 1
+    scrub.step(lambda: ["a-book-gone", book_id, "\x00<b>"], lambda: False)
+    assert [report.outcome for report in scrub.finished] == ["clean"]
+
 def _state(db: Database, book: Path) -> str | None:
     try:
         found = attempts(db, book).get(RUN_A)

@@ -718,13 +718,12 @@ class BackgroundScrub:
     def _next(self, book_ids: Callable[[], Sequence[str]], left: set[str]) -> BookScrub | None:
         """The next book of the round (in id order), not left already this turn; a new round
         once this one is done."""
-        for fresh in (False, True):
-            if fresh:
-                self._round = sorted(book_ids(), reverse=True)
-            while self._round:
-                book_id = self._round.pop()
-                if book_id not in left:
-                    return BookScrub(self.db, book_id)
+        if not self._round:
+            self._round = sorted(book_ids(), reverse=True)
+        while self._round:
+            book_id = self._round.pop()
+            if book_id not in left:
+                return BookScrub(self.db, book_id)
         return None
 
     def _ended(self, scrub: BookScrub) -> None:
