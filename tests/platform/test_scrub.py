@@ -404,7 +404,6 @@ def test_the_background_scrub_counts_a_small_books_step_at_its_fixed_cost(
     assert steps[0] == 14 and asked == [2]  # the second round began with the 13th book
 
 
-
 def test_a_book_gone_since_its_round_began_is_left_and_the_others_are_scrubbed(
     db: Database, make_book: MakeBook
 ) -> None:
@@ -419,6 +418,7 @@ def test_a_book_gone_since_its_round_began_is_left_and_the_others_are_scrubbed(
     now[0] += 1
     scrub.step(lambda: ["a-book-gone", book_id, "\x00<b>"], lambda: False)
     assert [report.outcome for report in scrub.finished] == ["clean"]
+
 
 def _state(db: Database, book: Path) -> str | None:
     try:
