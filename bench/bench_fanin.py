@@ -16,7 +16,8 @@ Figures, for each rate:
   p50, p99, max;
 - commits per second and lines per commit (distinct transaction ids of the stamps);
 - CPU per line of the worker process and of its Postgres backends (every session named
-  `platform-ingest ...`), from /proc, over the rate's window.
+  `platform-ingest ...`), from /proc, over the rate's window; and of the worker's, its loop
+  thread's (the rest is its helper threads: the file-change watcher's two above all).
 
 The reference, in the same run: a big pass (one book, `--big-lines` lines written at once) under
 the same worker, its CPU per line, worker and backend. The ratio `spread / big` is the cost of a
@@ -159,12 +160,20 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """CPU time of a process (all its threads), or of one of its threads."""
+    path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def loop_cpu_of(pids: list[int]) -> float:
+    """CPU time of the workers' loop threads (a process's first thread runs its loop; the others
+    are the file-change watcher's two, the control listener's, the housekeeping's)."""
+    return sum(cpu_seconds(pid, pid) for pid in pids)
 
 
 def backend_pids(connection: psycopg.Connection[Any]) -> list[int]:
@@ -184,6 +193,8 @@ class Sample:
     commits_per_s: float
     lines_per_commit: float
     worker_cpu_us_per_line: float
+    loop_cpu_us_per_line: float
+    """Of the worker's CPU, its loop thread's (passes, groups, survey, scrub, wake-ups handled)."""
     backend_cpu_us_per_line: float
     unapplied: int
 
@@ -253,6 +264,7 @@ def measure(
     connection.execute("TRUNCATE bench_commits")
     backends = backend_pids(connection)
     cpu_worker, cpu_backend = cpu_of(worker_pids), cpu_of(backends)
+    cpu_loop = loop_cpu_of(worker_pids)
     written = offered(books, rate, seconds, rng)
     # Stamped: the last seq a transaction moved each cursor to. Every line is applied once the
     # stamps reach every book's last line.
@@ -273,6 +285,7 @@ def measure(
             break
         time.sleep(0.05)
     spent_worker = cpu_of(worker_pids) - cpu_worker
+    spent_loop = loop_cpu_of(worker_pids) - cpu_loop
     spent_backend = cpu_of(backends) - cpu_backend
     rows = connection.execute(
         "SELECT attempt_id, seq, txid, extract(epoch FROM at) FROM bench_commits"
@@ -306,6 +319,7 @@ def measure(
         commits_per_s=len(transactions) / span_s,
         lines_per_commit=lines / max(1, len(transactions)),
         worker_cpu_us_per_line=spent_worker / max(1, lines) * 1e6,
+        loop_cpu_us_per_line=spent_loop / max(1, lines) * 1e6,
         backend_cpu_us_per_line=spent_backend / max(1, lines) * 1e6,
         unapplied=lines - len(latencies),
     )
@@ -435,15 +449,16 @@ def report(
     say("")
     say(
         "| workers | lines/s offered | applied/s | p50 ms | p99 ms | max ms | commits/s"
-        " | lines a commit | worker CPU µs/line | backend CPU µs/line |"
+        " | lines a commit | worker CPU µs/line | of it, its loop's thread | backend CPU µs/line |"
     )
-    say("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    say("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for sample in one + two:
         say(
             f"| {sample.workers} | {sample.rate:,} | {sample.applied_per_s:,.0f}"
             f" | {sample.p50_ms:.1f} | {sample.p99_ms:.1f} | {sample.max_ms:.0f}"
             f" | {sample.commits_per_s:,.0f} | {sample.lines_per_commit:.2f}"
-            f" | {sample.worker_cpu_us_per_line:.0f} | {sample.backend_cpu_us_per_line:.0f} |"
+            f" | {sample.worker_cpu_us_per_line:.0f} | {sample.loop_cpu_us_per_line:.0f}"
+            f" | {sample.backend_cpu_us_per_line:.0f} |"
         )
     for sample in one[: len(one) - (1 if two else 0)]:
         figure(
