@@ -247,6 +247,7 @@ EXPLAIN_PARAMS: dict[str, tuple[Any, ...] | dict[str, Any]] = {
     "attempts_of_runs": ([42, 43],),
     "line_hashes_window": (42, 10, 4106),
     "units_insert": ([42], ["u-x"], [1], [42], [3]),
+    "line_hashes_insert": ([42], [8], [SHA]),
     "units_of_runs": ([42, 43],),
     "workers_live": (),
     "stream_starts_insert": {

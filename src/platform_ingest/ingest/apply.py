@@ -38,9 +38,10 @@ statement and a group's, whose every key is a column of values (`columns`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
@@ -382,15 +383,36 @@ def copy_line_hashes(
     """COPY one row a line applied. A key already there means another pass applied one of these
     lines (the cursor moved): `CursorMoved`, never `DataRefused`, which would quarantine the
     stream for a race. The failed COPY has aborted the transaction, which is rolled back."""
+    with line_applied_elsewhere():
+        db.copy(statements.LINE_HASHES_COPY, line_hash_columns(attempts, seqs, values))
+
+
+def line_hash_columns(
+    attempts: Sequence[AttemptView], seqs: Sequence[int], values: Sequence[bytes]
+) -> tuple[list[int], Sequence[int], Sequence[bytes]]:
+    """The columns of `line_hashes` rows (`LINE_HASHES_COPY`, `LINE_HASHES_INSERT`)."""
     attempt_ids = list(map(_ATTEMPT_ID, attempts))
     if None in attempt_ids:
         raise CursorMoved("a row this batch needs was not inserted")
+    return attempt_ids, seqs, values
+
+
+@contextmanager
+def line_applied_elsewhere() -> Iterator[None]:
+    """A line hash's key already in `line_hashes` (the only unique key a batch's writes can
+    meet) is another pass's line: `CursorMoved`, not the book's `DataRefused`."""
     try:
-        db.copy(statements.LINE_HASHES_COPY, (attempt_ids, seqs, values))
+        yield
     except DataRefused as error:
         if error.sqlstate != UNIQUE_VIOLATION:
             raise
         raise CursorMoved(f"a line of this batch was applied by another pass: {error}") from error
+
+
+def unit_columns(units: Sequence[tuple[AttemptView, str, int, int]]) -> tuple[list[Any], ...]:
+    """The columns of `run_units` rows (`UNITS_COPY`, `UNITS_INSERT`)."""
+    attempts, names, indexes, seqs = map(list, zip(*units, strict=True))
+    return (list(map(_RUN_ID, attempts)), names, indexes, list(map(_ATTEMPT_ID, attempts)), seqs)
 
 
 def write_units(db: Database, units: Sequence[tuple[AttemptView, str, int, int]]) -> None:
@@ -399,8 +421,7 @@ def write_units(db: Database, units: Sequence[tuple[AttemptView, str, int, int]]
     savepoint is rolled back and the units go in again by one statement that keeps each unit
     once (`ON CONFLICT DO NOTHING`), as they always did. Nothing else of the transaction is lost,
     and any other refusal is raised as it was."""
-    attempts, names, indexes, seqs = map(list, zip(*units, strict=True))
-    columns = (list(map(_RUN_ID, attempts)), names, indexes, list(map(_ATTEMPT_ID, attempts)), seqs)
+    columns = unit_columns(units)
     try:
         with db.transaction():  # nested: a savepoint
             db.copy(statements.UNITS_COPY, columns)

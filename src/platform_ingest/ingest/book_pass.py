@@ -68,7 +68,8 @@ from ..journal.hint import Hint
 from ..journal.reader import Journal, open_journal
 from ..projections import Projection, check_projections
 from ..store import statements
-from ..store.db import Database
+from ..store.db import Database, Params, Row
+from ..store.statement import Statement
 from .apply import (
     BATCH_BYTES_MAX,
     BATCH_LINES_MAX,
@@ -97,6 +98,8 @@ __all__ = [
     "decide_in_group",
     "load_state",
     "load_states",
+    "state_queries",
+    "states_of",
     "sweep_book",
 ]
 
@@ -690,22 +693,39 @@ class _GroupPart:
 
 
 def load_states(db: Database, book_ids: Sequence[str]) -> dict[str, BookState]:
-    """`load_state` of many books, three statements for them all; a book not registered (any
-    more) is absent."""
+    """`load_state` of many books, three statements for them all in one round trip; a book not
+    registered (any more) is absent."""
+    return states_of(book_ids, *db.fetch_together(state_queries(book_ids)))
+
+
+def state_queries(book_ids: Sequence[str]) -> list[tuple[Statement, Params]]:
+    """The statements `states_of` reads the books' state from: their runs, attempts, books."""
+    ids = list(book_ids)
+    return [
+        (statements.RUNS_OF_BOOKS, (ids,)),
+        (statements.ATTEMPTS_OF_BOOKS, (ids,)),
+        (statements.BOOKS_SELECT, (ids,)),
+    ]
+
+
+def states_of(
+    book_ids: Sequence[str], run_rows: list[Row], attempt_rows: list[Row], book_rows: list[Row]
+) -> dict[str, BookState]:
+    """The books' states from the rows of `state_queries`."""
     runs: dict[str, list[RunView]] = {book_id: [] for book_id in book_ids}
     runs_by_id: dict[int | None, RunView] = {}
-    for row in db.fetch_all(statements.RUNS_OF_BOOKS, (list(book_ids),)):
+    for row in run_rows:
         run = RunView.from_row(row)
         runs[row["book_id"]].append(run)
         runs_by_id[run.run_id] = run
     attempts: dict[str, list[AttemptView]] = {book_id: [] for book_id in book_ids}
-    for row in db.fetch_all(statements.ATTEMPTS_OF_BOOKS, (list(book_ids),)):
+    for row in attempt_rows:
         attempts[row["book_id"]].append(AttemptView.from_row(row, runs_by_id[row["run_id"]]))
     return {
         row["book_id"]: BookState.of(
             BookView.from_row(row), runs[row["book_id"]], attempts[row["book_id"]]
         )
-        for row in db.fetch_all(statements.BOOKS_SELECT, (list(book_ids),))
+        for row in book_rows
     }
 
 

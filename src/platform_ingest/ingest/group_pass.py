@@ -47,7 +47,7 @@ from ..projections import Projection
 from ..store import statements
 from ..store.db import Database
 from .apply import CommitHook
-from .book_pass import NewsTooLong, PassReport, decide_in_group, load_states
+from .book_pass import NewsTooLong, PassReport, decide_in_group, state_queries, states_of
 from .books import book_lock_key
 from .group_commit import Part, commit_group
 
@@ -141,12 +141,21 @@ class GroupPass:
         alone: list[str] = []
         parts: list[Part] = []
         with db.transaction():
+            # The locks, then the state of every book asked for, in one round trip: Postgres runs
+            # them in order, so what is read is what the locks' holders left; the state of a book
+            # another pass holds is read for nothing, and thrown away.
             keys = {book_lock_key(book_id): book_id for book_id in book_ids}
-            rows = db.fetch_tuples(statements.BOOKS_LOCK_FOR_TRANSACTION, (list(keys),))
-            locked = {keys[key] for (key,) in rows}
+            lock_rows, *state_rows = db.fetch_together(
+                [
+                    (statements.BOOKS_LOCK_FOR_TRANSACTION, (list(keys),)),
+                    *state_queries(book_ids),
+                ]
+            )
+            locked = {keys[row["key"]] for row in lock_rows}
             busy.extend(book_id for book_id in book_ids if book_id not in locked)
             ours = [book_id for book_id in book_ids if book_id in locked]
-            states = load_states(db, ours) if ours else {}
+            run_rows, attempt_rows, book_rows = state_rows
+            states = states_of(book_ids, run_rows, attempt_rows, book_rows)
             for book_id in ours:
                 state = states.get(book_id)
                 if state is None:

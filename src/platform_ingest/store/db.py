@@ -406,6 +406,28 @@ class Database:
         with _translated():
             return self._cursor(statement, params, tuple_row).fetchall()
 
+    def fetch_together(self, queries: Sequence[tuple[Statement, Params]]) -> list[list[Row]]:
+        """Run listed statements in one round trip (psycopg's pipeline mode: sent together, then
+        their results read), in order; each one's rows as dicts. A statement that fails raises
+        as alone, and those after it do not run."""
+        with _translated():
+            connection = self.connection
+            with connection.pipeline():
+                cursors = [
+                    self._cursor(statement, params, dict_row) for statement, params in queries
+                ]
+            return [cursor.fetchall() for cursor in cursors]
+
+    def execute_together(self, queries: Sequence[tuple[Statement, Params]]) -> list[int]:
+        """`fetch_together` for statements whose rowcounts are all that is needed."""
+        with _translated():
+            connection = self.connection
+            with connection.pipeline():
+                cursors = [
+                    self._cursor(statement, params, tuple_row) for statement, params in queries
+                ]
+            return [cursor.rowcount for cursor in cursors]
+
     def fetch_one(self, statement: Statement, params: Params = ()) -> Row | None:
         """Run one listed statement and return its first row as a dict, or None (`fetchone`)."""
         with _translated():

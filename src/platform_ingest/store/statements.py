@@ -503,6 +503,12 @@ LINE_HASHES_COPY = _copy(
     "COPY line_hashes (attempt_id, seq, sha256) FROM STDIN (FORMAT BINARY)",
     ("int8", "int8", "bytea"),
 )
+# A group's few line hashes, sent with its other writes in one round trip (`ingest.group_commit`).
+LINE_HASHES_INSERT = _q(
+    "line_hashes_insert",
+    """INSERT INTO line_hashes (attempt_id, seq, sha256)
+       SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[])""",
+)
 LINE_HASHES_WINDOW = _q(
     "line_hashes_window",
     """SELECT seq, sha256 FROM line_hashes WHERE attempt_id = %s AND seq >= %s AND seq < %s
