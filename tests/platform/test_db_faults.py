@@ -195,3 +195,67 @@ def test_a_worker_whose_pass_made_its_session_again_logs_that_postgres_was_away(
             thread.join(timeout=60)
     assert not thread.is_alive()
     assert only_run(db, book)["committed_micro_usd"] == 20
+
+
+def test_a_lone_books_group_that_lost_the_session_makes_it_again_and_passes_the_book(
+    db: Database,
+    fresh_dsn: str,
+    tmp_path: Path,
+    sql: psycopg.Connection[tuple[object, ...]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A book alone in being due goes in a group of one. The worker's session ended while it was
+    idle: the group of one meets the lost session, the worker makes it again at once (WARNING
+    `Postgres was away`, no away episode), and the book gets its own pass: the line goes through
+    once."""
+    caplog.set_level(logging.INFO, logger="platform_ingest")
+    root = tmp_path / "books"
+    book = root / "book-1"
+    book.mkdir(parents=True)
+    write(book, hello(book="book-1"), spend(2, 10))
+    sweep(db, book)
+    worker = Worker(
+        fresh_dsn,
+        WorkerSettings(roots=[root], mode="auto", compact_quiet_s=None),
+        worker_id="w-lone",
+    )
+    name = "platform-ingest worker w-lone %"
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+    def groups() -> float:
+        count = worker.metrics.registry.get_sample_value("platform_ingest_group_books_count")
+        return count or 0.0
+
+    thread = threading.Thread(target=worker.run, name="worker")
+    thread.start()
+    try:
+        append(book, spend(3, 20))
+        wait_for("the lone line goes through", lambda: attempts(db, book)[RUN_A]["last_seq"] == 3)
+        assert groups() >= 1, "a lone book's line went in a group of one"
+        wait_for(
+            "the worker's session is there",
+            lambda: (
+                sql.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s", (name,)
+                ).fetchone()
+                == (1,)
+            ),
+        )
+        sql.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE %s",
+            (name,),
+        )
+        append(book, spend(4, 30))
+        wait_for("the line goes through", lambda: attempts(db, book)[RUN_A]["last_seq"] == 4)
+        wait_for(
+            "the worker logs that Postgres was away",
+            lambda: any(message.startswith("Postgres was away") for message in warnings()),
+        )
+        assert not any(message.startswith("Postgres is away") for message in warnings())
+    finally:
+        worker.request_stop()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert only_run(db, book)["committed_micro_usd"] == 30

@@ -36,6 +36,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .._plain import counted
 from ..decisions.views import Mode
 from ..errors import (
     DatabaseTimeout,
@@ -48,7 +49,7 @@ from ..store import statements
 from ..store.db import Database
 from .apply import CommitHook
 from .book_pass import NewsTooLong, PassReport, decide_in_group, state_queries, states_of
-from .books import book_lock_key
+from .books import book_lock_key, book_ref
 from .group_commit import Part, commit_group
 
 logger = logging.getLogger("platform_ingest")
@@ -185,7 +186,18 @@ class GroupPass:
                 passed[part.book_id].lines_applied = part.sealed.lines_applied
         applied = sum(pass_report.lines_applied for pass_report in passed.values())
         problems = sum(len(pass_report.problems) for pass_report in passed.values())
-        if applied or problems:
+        if len(passed) == 1 and (applied or problems):
+            # A group of one (a book alone in being due) says what the book's own pass says.
+            ((book_id, pass_report),) = passed.items()
+            logger.info(
+                "pass over %s: %s read, %d applied, %s, %s",
+                book_ref(book_id),
+                counted(pass_report.lines_read, "line"),
+                applied,
+                counted(pass_report.duplicates, "duplicate"),
+                counted(problems, "problem"),
+            )
+        elif applied or problems:
             logger.info(
                 "pass over %d books in one transaction: %d lines read, %d applied, %d duplicates,"
                 " %d problems",

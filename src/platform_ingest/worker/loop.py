@@ -1,8 +1,8 @@
 """`platform-ingest run`: the long-running worker, and its loop.
 
-One thread does every pass (a book alone in being due gets its own, `book_pass.BookPass`; books due
-at once go in groups, `group_pass.GroupPass`; state only in Postgres, nothing cached between
-passes); two helpers only tell it what to look at:
+One thread does every pass (the books due go in groups, `group_pass.GroupPass`, a book alone in
+being due in a group of one; a book whose last pass failed gets its own, `book_pass.BookPass`;
+state only in Postgres, nothing cached between passes); two helpers only tell it what to look at:
 
 - the watcher (`watcher`): a book's journal changed, or a root's list of books did;
 - the clock: the membership check (every `membership_interval_s`), the survey (every
@@ -425,9 +425,10 @@ class Worker:
         (thousands, at start-up) wait for the survey to finish, a survey does not wait for all
         of their passes; a book that has waited longest still goes first.
 
-        When more than one book is due, they go in groups (`group_pass`: one transaction for up
-        to `GROUP_BOOKS_MAX` books); a book alone, or whose last pass failed (its `trouble`),
-        gets a pass of its own, as it always did."""
+        The books due go in groups (`group_pass`: one transaction for up to `GROUP_BOOKS_MAX`
+        books; a book alone in being due is a group of one, which costs a third of the round
+        trips of its own pass); a book whose last pass failed (its `trouble`) gets a pass of its
+        own, as it always did."""
         ready = self.schedule.ready(time.monotonic())
         until = time.monotonic() + PASSES_BETWEEN_PAGES_S if self.survey.surveying else math.inf
         grouped: list[tuple[Book, Due]] = []
@@ -438,7 +439,7 @@ class Worker:
             book = self.survey.books.get(path)
             if due is None or book is None or not book.owned or not book.book_id:
                 continue
-            if len(ready) > 1 and book.trouble is None:
+            if book.trouble is None:
                 grouped.append((book, due))
                 if len(grouped) >= GROUP_BOOKS_MAX:
                     self._group(grouped)
@@ -452,13 +453,14 @@ class Worker:
 
     def _group(self, items: list[tuple[Book, Due]]) -> None:
         """One group pass over `items` (`group_pass.GroupPass`); the books it hands back get a
-        pass of their own at once, the busy ones are tried again shortly."""
-        if len(items) == 1:
-            book, due = items[0]
-            self._pass(book, due)
-            if book.vanished:
-                self.survey.forget(book)
-            return
+        pass of their own at once, the busy ones are tried again shortly.
+
+        A group of one book does what the book's own pass did where they differ: a row of it
+        another transaction holds (an operator's remedy) is waited for by its own pass (bounded,
+        `database_timeout`), not left for later; and when the group lost the worker's session,
+        the session is made again at once (logged as a pass that made it again:
+        `_session_made_again`) and the book gets its own pass."""
+        lone = len(items) == 1
         by_id = {book.book_id: (book, due) for book, due in items if book.book_id}
         group = GroupPass(
             self.db, mode=self.settings.mode, commit_hook=self._hook, projections=self.projections
@@ -468,6 +470,9 @@ class Worker:
         except _Stopping:
             return
         except DatabaseUnavailable as error:
+            if lone and self._made_again():
+                self._alone(*items[0])
+                return
             self.metrics.pass_failures.labels(type(error).__name__).inc()
             for book, due in items:
                 self.schedule.retry(book.path, due)
@@ -479,13 +484,31 @@ class Worker:
             self._count(book, due, pass_report)
         for book_id in report.busy:
             book, due = by_id[book_id]
+            if lone:
+                self._alone(book, due)
+                continue
             self.metrics.passes.labels(due.trigger).inc()
             self.schedule.busy(book.path, due)
         for book_id in report.alone:
-            book, due = by_id[book_id]
-            self._pass(book, due)
-            if book.vanished:
-                self.survey.forget(book)
+            self._alone(*by_id[book_id])
+
+    def _alone(self, book: Book, due: Due) -> None:
+        """The book's own pass, now."""
+        self._pass(book, due)
+        if book.vanished:
+            self.survey.forget(book)
+
+    def _made_again(self) -> bool:
+        """After a group of one lost the worker's session: connect once (bounded by the connect
+        timeout); True when the session is made again (logged as such), False when Postgres is
+        still away."""
+        lost_at = time.monotonic()
+        try:
+            self.db.connect_once()
+        except DatabaseUnavailable:
+            return False
+        self._session_made_again(time.monotonic() - lost_at)
+        return True
 
     def _pass(self, book: Book, due: Due) -> None:
         assert book.book_id

@@ -12,7 +12,7 @@ an operator looking for WHICH book lags runs `platform-ingest show --json` (its 
     platform_ingest_pass_failures_total{error}     passes that could not finish (Postgres away, journal unreadable)
     platform_ingest_problems_total{kind}           stream problems met: payload_conflict, malformed, gap, foreign_stream_ahead, ...
     platform_ingest_apply_seconds                  histogram: from a book's wake-up to the commit of its lines
-    platform_ingest_group_books                    histogram: books committed by one group transaction (several books due at once)
+    platform_ingest_group_books                    histogram: books committed by one group transaction (the books due at once; a book alone: one)
     platform_ingest_books{state}                   books seen under the roots: owned (worked here), shared (another worker's)
     platform_ingest_workers                        live workers sharing this worker's roots (itself included)
     platform_ingest_lag_bytes / _lag_lines         sum over owned books of what lies past the cursor
@@ -102,7 +102,7 @@ class Metrics:
         )
         self.group_books = Histogram(
             prefix + "group_books",
-            "Books committed by one group transaction (passes over several books due at once)",
+            "Books committed by one group transaction (the books due at once; a book alone: one)",
             buckets=GROUP_BOOKS_BUCKETS,
             registry=registry,
         )
