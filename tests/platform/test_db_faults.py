@@ -64,6 +64,19 @@ def _check_applied_once(
     )
 
 
+def _worker_over_one_book(
+    db: Database, dsn: str, tmp_path: Path, worker_id: str
+) -> tuple[Worker, Path]:
+    """A worker (not started) over one book whose first lines are applied."""
+    root = tmp_path / "books"
+    book = root / "book-1"
+    book.mkdir(parents=True)
+    write(book, hello(book="book-1"), spend(2, 10))
+    sweep(db, book)
+    settings = WorkerSettings(roots=[root], mode="auto", compact_quiet_s=None)
+    return Worker(dsn, settings, worker_id=worker_id), book
+
+
 def test_connection_killed_mid_batch_loses_nothing_and_doubles_nothing(
     db: Database,
     make_book: MakeBook,
@@ -146,16 +159,7 @@ def test_a_worker_whose_pass_made_its_session_again_logs_that_postgres_was_away(
     worker's membership rested on is gone, so the worker logs at WARNING that Postgres was away,
     and the line goes through once."""
     caplog.set_level(logging.INFO, logger="platform_ingest")
-    root = tmp_path / "books"
-    book = root / "book-1"
-    book.mkdir(parents=True)
-    write(book, hello(book="book-1"), spend(2, 10))
-    sweep(db, book)
-    worker = Worker(
-        fresh_dsn,
-        WorkerSettings(roots=[root], mode="auto", compact_quiet_s=None),
-        worker_id="w-again",
-    )
+    worker, book = _worker_over_one_book(db, fresh_dsn, tmp_path, "w-again")
     name = "platform-ingest worker w-again %"
 
     def waits_for_a_lock() -> bool:
@@ -209,16 +213,7 @@ def test_a_lone_books_group_that_lost_the_session_makes_it_again_and_passes_the_
     `Postgres was away`, no away episode), and the book gets its own pass: the line goes through
     once."""
     caplog.set_level(logging.INFO, logger="platform_ingest")
-    root = tmp_path / "books"
-    book = root / "book-1"
-    book.mkdir(parents=True)
-    write(book, hello(book="book-1"), spend(2, 10))
-    sweep(db, book)
-    worker = Worker(
-        fresh_dsn,
-        WorkerSettings(roots=[root], mode="auto", compact_quiet_s=None),
-        worker_id="w-lone",
-    )
+    worker, book = _worker_over_one_book(db, fresh_dsn, tmp_path, "w-lone")
     name = "platform-ingest worker w-lone %"
 
     def warnings() -> list[str]:

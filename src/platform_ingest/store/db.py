@@ -411,22 +411,19 @@ class Database:
         their results read), in order; each one's rows as dicts. A statement that fails raises
         as alone, and those after it do not run."""
         with _translated():
-            connection = self.connection
-            with connection.pipeline():
-                cursors = [
-                    self._cursor(statement, params, dict_row) for statement, params in queries
-                ]
-            return [cursor.fetchall() for cursor in cursors]
+            return [cursor.fetchall() for cursor in self._together(queries, dict_row)]
 
     def execute_together(self, queries: Sequence[tuple[Statement, Params]]) -> list[int]:
         """`fetch_together` for statements whose rowcounts are all that is needed."""
         with _translated():
-            connection = self.connection
-            with connection.pipeline():
-                cursors = [
-                    self._cursor(statement, params, tuple_row) for statement, params in queries
-                ]
-            return [cursor.rowcount for cursor in cursors]
+            return [cursor.rowcount for cursor in self._together(queries, tuple_row)]
+
+    def _together(
+        self, queries: Sequence[tuple[Statement, Params]], row_factory: BaseRowFactory[T]
+    ) -> list[psycopg.Cursor[T]]:
+        """The cursors of `queries` once all their results are back (one round trip)."""
+        with self.connection.pipeline():
+            return [self._cursor(statement, params, row_factory) for statement, params in queries]
 
     def fetch_one(self, statement: Statement, params: Params = ()) -> Row | None:
         """Run one listed statement and return its first row as a dict, or None (`fetchone`)."""
