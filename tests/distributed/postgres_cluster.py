@@ -30,7 +30,7 @@ import pytest
 
 from platform_ingest import Database, migrate
 from platform_ingest.operate.show import show_state
-from platform_ingest.store.embedded import postgres_binaries
+from platform_ingest.store.embedded import server_binaries
 from platform_journals import (
     BIN,
     serves_metrics,
@@ -79,7 +79,7 @@ def server_tool(tool: str, *args: str, timeout_s: float = 120) -> subprocess.Com
     account; fail the test with its output when it fails."""
     user = _server_user()
     done = subprocess.run(
-        [str(postgres_binaries() / tool), *args],
+        [str(server_binaries() / tool), *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,

@@ -20,13 +20,13 @@ import psycopg
 import pytest
 
 from local_user import LocalUser
-from platform_ingest.errors import EmbeddedServerError
 from platform_ingest.store.embedded import (
     _pgserver,
     cluster_dir,
     embedded_postgres,
     postgres_binaries,
 )
+from platform_ingest.store.embedded_access import INSTALL_COPY_PREFIX, install_copy_path
 from server_fixtures import record_server_directory, stop_postmasters
 
 pytestmark = pytest.mark.postgres
@@ -229,21 +229,79 @@ def test_migrate_changes_the_mode_of_no_directory_it_did_not_create(
         shutil.rmtree(parent, ignore_errors=True)
 
 
+def _installed_privately(open_base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The server's installation copied under a directory of mode 0700, and used: out of the
+    system user's reach, as in a checkout of root's in a private directory."""
+    private = open_base / "private"
+    private.mkdir(mode=0o700)
+    original = postgres_binaries().parent  # <site>/pgserver/pginstall, beside <site>/pgserver.libs
+    installed = private / original.parent.name / original.name
+    shutil.copytree(original, installed, symlinks=True)
+    libraries = original.parent.parent / f"{original.parent.name}.libs"
+    if libraries.is_dir():
+        shutil.copytree(libraries, private / libraries.name, symlinks=True)
+    monkeypatch.setattr(
+        "platform_ingest.store.embedded.postgres_binaries", lambda: installed / "bin"
+    )
+    return installed
+
+
+def _server_program(data_dir: Path) -> str:
+    """The path of the program the running server was started from."""
+    pid = int((cluster_dir(data_dir) / "postmaster.pid").read_text().split()[0])
+    return os.readlink(f"/proc/{pid}/exe")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a server started by root runs as another user")
-def test_programs_the_server_user_cannot_reach_are_refused_and_left_alone(
+def test_programs_the_server_user_cannot_reach_run_from_a_copy_it_can(
     monkeypatch: pytest.MonkeyPatch, open_base: Path
 ) -> None:
     """Installed under a directory of mode 0700, the server's programs are out of the system
-    user's reach: the start is refused, naming that directory, whose mode is kept."""
-    private = open_base / "private"
-    private.mkdir(mode=0o700)
-    installed = private / "pginstall" / "bin"
-    installed.mkdir(parents=True)
-    monkeypatch.setattr("platform_ingest.store.embedded.postgres_binaries", lambda: installed)
-    with (
-        pytest.raises(EmbeddedServerError, match=f"cannot reach its programs: {private} lets"),
-        embedded_postgres(open_base / ".platform-ingest"),
-    ):
-        pass
-    assert stat.S_IMODE(private.stat().st_mode) == 0o700
-    assert not cluster_dir(open_base / ".platform-ingest").exists()
+    user's reach: the server runs from a copy under the temporary directory, owned by root and
+    writable by root alone, and the private directory keeps its mode."""
+    installed = _installed_privately(open_base, monkeypatch)
+    kept = install_copy_path(installed)
+    shutil.rmtree(kept, ignore_errors=True)
+    try:
+        with embedded_postgres(open_base / ".platform-ingest") as dsn:
+            with psycopg.connect(dsn) as connection:
+                assert connection.execute("SELECT 1").fetchone() == (1,)
+            assert _server_program(open_base / ".platform-ingest").startswith(f"{kept}/")
+        info = kept.lstat()
+        assert info.st_uid == 0 and not info.st_mode & 0o022
+        assert stat.S_IMODE((open_base / "private").stat().st_mode) == 0o700
+    finally:
+        stop_postmasters([open_base])
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a server started by root runs as another user")
+def test_a_copy_of_the_programs_another_user_could_change_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, open_base: Path
+) -> None:
+    """The copy's name taken first by a directory another user may write (made by that user, or
+    open to all): it is not used, nor changed; the server runs from a fresh copy of its own."""
+    installed = _installed_privately(open_base, monkeypatch)
+    kept = install_copy_path(installed)
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir()
+    kept.chmod(0o777)
+    planted = kept / "pginstall" / "bin"
+    planted.mkdir(parents=True)
+    fresh: Path | None = None
+    try:
+        with embedded_postgres(open_base / ".platform-ingest") as dsn:
+            with psycopg.connect(dsn) as connection:
+                assert connection.execute("SELECT 1").fetchone() == (1,)
+            program = Path(_server_program(open_base / ".platform-ingest"))
+            fresh = program.parents[3]  # <copy>/pgserver/pginstall/bin/postgres
+            assert fresh != kept and fresh.name.startswith(INSTALL_COPY_PREFIX)
+            info = fresh.lstat()
+            assert info.st_uid == 0 and not info.st_mode & 0o022
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o777
+        assert list(planted.iterdir()) == []
+    finally:
+        stop_postmasters([open_base])
+        shutil.rmtree(kept, ignore_errors=True)
+        if fresh is not None:
+            shutil.rmtree(fresh, ignore_errors=True)

@@ -31,9 +31,9 @@ from urllib.parse import quote
 from ..errors import EmbeddedServerError
 from .embedded_access import (
     ServerUser,
-    blocking_directory,
     new_socket_directory,
     prepare_cluster_directory,
+    reachable_install,
     remove_private_directory,
     server_user,
     write_access_rules,
@@ -175,7 +175,7 @@ def _locked(data_dir: Path) -> Iterator[None]:
 
 
 def _run(user: ServerUser, cluster: Path, program: str, *arguments: str) -> None:
-    binaries = postgres_binaries()
+    binaries = server_binaries(user)
     argv = [str(binaries / program), "-D", user.data_argument(cluster), *arguments]
     try:
         user.run(argv, cluster, timeout=_PROGRAM_TIMEOUT_S)
@@ -192,13 +192,6 @@ def _start(data_dir: Path, user: ServerUser) -> _Postmaster:
     """Start the server (making its cluster first when there is none), or join the running one;
     either way its access rules are this release's."""
     cluster = cluster_dir(data_dir)
-    blocked = blocking_directory(postgres_binaries(), user)
-    if blocked is not None:
-        raise EmbeddedServerError(
-            f"run as root, the embedded Postgres runs as the system user {user.name!r}, which "
-            f"cannot reach its programs: {blocked} lets no other user through; install "
-            "platform-ingest where other users can read it, run as another user, or give a DSN"
-        )
     running = _postmaster(cluster)
     if running is not None and running.ready:
         if write_access_rules(cluster, user):
@@ -271,3 +264,10 @@ def embedded_postgres(data_dir: Path) -> Iterator[str]:
 def postgres_binaries() -> Path:
     """The directory of the embedded server's binaries (pg_ctl, postgres, initdb)."""
     return Path(_pgserver().__file__).parent / "pginstall" / "bin"
+
+
+def server_binaries(user: ServerUser | None = None) -> Path:
+    """The directory the server's user (`server_user()` unless given) runs the server's programs
+    from: `postgres_binaries()`, or a copy of the installation it can reach when it cannot reach
+    that (`embedded_access.reachable_install`: run by root from a private directory)."""
+    return reachable_install(postgres_binaries().parent, user or server_user()) / "bin"

@@ -15,11 +15,18 @@
 - Nothing above the cluster is opened to the server: run by root, it is given its cluster as its
   working directory and names it `/proc/self/cwd`, so no parent directory needs to let it through
   (an earlier release added read and execute for group and others to every one of them).
+- Nor above its programs: run by root from where the system user cannot reach them (a checkout
+  in a private directory of mode 0700), the server runs a copy of its installation made once
+  under the temporary directory (`reachable_install`): owned by root, writable by root alone,
+  named after the installation's path and version so that later starts reuse it. A directory of
+  that name that is not so (another user made it first) is not used: a fresh copy is made.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.metadata
 import os
 import pwd
 import shutil
@@ -222,3 +229,90 @@ def remove_private_directory(directory: Path, cluster: Path) -> None:
         return
     with contextlib.suppress(OSError):  # gone, or not empty: a server still listens there
         os.rmdir(directory)
+
+
+INSTALL_COPY_PREFIX = "platform-ingest-pginstall-"
+"""The name of a copy of the server's installation under the temporary directory, before the
+digest of the installation it copies (`reachable_install`)."""
+_INSTALL_COPY_DONE = "copied"
+"""A file a copy holds once it is whole."""
+_own_copies: dict[Path, Path] = {}
+"""The copy this process made of an installation when the kept name was not to be trusted: its
+later programs (a start after `initdb`, the stop) run from it too."""
+
+
+def install_copy_path(install: Path) -> Path:
+    """Where `reachable_install` keeps its copy of `install`."""
+    try:
+        version = importlib.metadata.version("pgserver")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    digest = hashlib.sha256(f"{install.resolve()}\0{version}".encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"{INSTALL_COPY_PREFIX}{digest}"
+
+
+def reachable_install(install: Path, user: ServerUser) -> Path:
+    """`install` (the server's installation: `bin`, `lib`, `share`) when `user` can reach its
+    programs; else a copy of it `user` can reach, owned by this (root) command and writable by
+    it alone, made once under the temporary directory and reused (see the module). The copy
+    keeps the installation's place beside its package's shared libraries (`<package>.libs`,
+    which its programs find by a path relative to their own)."""
+    if blocking_directory(install / "bin", user) is None:
+        return install
+    package = install.parent
+    inside = Path(package.name) / install.name
+    kept = install_copy_path(install)
+    if _trusted_copy(kept, inside, user):
+        return kept / inside
+    own = _own_copies.get(install)
+    if own is not None and _trusted_copy(own, inside, user):
+        return own / inside
+    made = Path(tempfile.mkdtemp(prefix=INSTALL_COPY_PREFIX, dir=kept.parent))
+    try:
+        shutil.copytree(install, made / inside, symlinks=True)
+        libraries = package.parent / f"{package.name}.libs"
+        if libraries.is_dir():
+            shutil.copytree(libraries, made / libraries.name, symlinks=True)
+        for directory, names, files in os.walk(made):
+            for name in [*names, *files]:
+                path = Path(directory) / name
+                info = path.lstat()
+                if not stat.S_ISLNK(info.st_mode) and info.st_mode & 0o022:
+                    path.chmod(stat.S_IMODE(info.st_mode) & ~0o022)
+        (made / _INSTALL_COPY_DONE).touch()
+        made.chmod(0o755)
+    except BaseException:
+        shutil.rmtree(made, ignore_errors=True)
+        raise
+    with contextlib.suppress(OSError):
+        made.rename(kept)  # refused when a copy is there already (another command's)
+    if _trusted_copy(kept, inside, user):
+        if made.exists():
+            shutil.rmtree(made, ignore_errors=True)
+        return kept / inside
+    blocked = blocking_directory(made / inside / "bin", user)
+    if blocked is not None:  # the temporary directory itself lets no other user through
+        shutil.rmtree(made, ignore_errors=True)
+        raise EmbeddedServerError(
+            f"run as root, the embedded Postgres runs as the system user {user.name!r}, which "
+            f"cannot reach its programs, nor a copy of them: {blocked} lets no other user "
+            "through; set TMPDIR to a directory it can pass, run as another user, or give a DSN"
+        )
+    _own_copies[install] = made  # the kept name is another user's: this command's own copy
+    return made / inside
+
+
+def _trusted_copy(path: Path, inside: Path, user: ServerUser) -> bool:
+    """Whether `path` is a whole copy this command's user owns and alone may change, whose
+    programs (`path / inside / "bin"`) `user` can reach."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and not info.st_mode & 0o022
+        and (path / _INSTALL_COPY_DONE).is_file()
+        and blocking_directory(path / inside / "bin", user) is None
+    )
