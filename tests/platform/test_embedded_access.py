@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 from local_user import LocalUser
+from platform_ingest.errors import EmbeddedServerError
 from platform_ingest.store.embedded import (
     _pgserver,
     cluster_dir,
@@ -305,3 +306,23 @@ def test_a_copy_of_the_programs_another_user_could_change_is_not_used(
         shutil.rmtree(kept, ignore_errors=True)
         if fresh is not None:
             shutil.rmtree(fresh, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a server started by root runs as another user")
+def test_a_temporary_directory_the_server_user_cannot_pass_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, open_base: Path
+) -> None:
+    """The programs out of the system user's reach, and the temporary directory too: no copy
+    would be reachable, so the start is refused, naming the temporary directory, and no copy is
+    left in it."""
+    _installed_privately(open_base, monkeypatch)
+    private_temporary = open_base / "tmp"
+    private_temporary.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(private_temporary))
+    with (
+        pytest.raises(EmbeddedServerError, match=f"nor a copy of them: {private_temporary} lets"),
+        embedded_postgres(open_base / ".platform-ingest"),
+    ):
+        pass
+    assert list(private_temporary.iterdir()) == []
+    assert not cluster_dir(open_base / ".platform-ingest").exists()

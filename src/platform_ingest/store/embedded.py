@@ -192,6 +192,7 @@ def _start(data_dir: Path, user: ServerUser) -> _Postmaster:
     """Start the server (making its cluster first when there is none), or join the running one;
     either way its access rules are this release's."""
     cluster = cluster_dir(data_dir)
+    server_binaries(user)  # programs the server's user can reach (or why none), before anything
     running = _postmaster(cluster)
     if running is not None and running.ready:
         if write_access_rules(cluster, user):

@@ -284,10 +284,13 @@ def reachable_install(install: Path, user: ServerUser) -> Path:
     except BaseException:
         shutil.rmtree(made, ignore_errors=True)
         raise
-    with contextlib.suppress(OSError):
+    try:
         made.rename(kept)  # refused when a copy is there already (another command's)
+        made = kept
+    except OSError:
+        pass
     if _trusted_copy(kept, inside, user):
-        if made.exists():
+        if made != kept:
             shutil.rmtree(made, ignore_errors=True)
         return kept / inside
     blocked = blocking_directory(made / inside / "bin", user)
