@@ -10,12 +10,15 @@ packaging/platform-ingest/pyproject.toml, and this test, which fails:
 - when the installed watchdog is not of the major these checks were written for (`MAJOR`), or the
   two pins no longer stop below the next major;
 - when a name the watcher uses is gone, or a method or callback has other parameters: the class,
-  its construction and thread methods, `add_callback` and `remove_callbacks`, the callback protocol
-  (`on_event`, `on_watch_deleted`, `on_queue_overflow`), the event's `mask` and `name`, the types it
-  annotates with, `UnsupportedLibcError`, and the inotify bits the watcher names itself;
-- when a real `InotifyFD` no longer behaves as the watcher expects: the watch descriptor returned,
-  an event per name with its bytes, `on_watch_deleted` when a watched directory goes, and a stop
-  that ends the reader thread.
+  its construction, `add_callback`, `remove_callbacks`, `read_events`, `handle_event` and `close`,
+  the mark `_is_reading` (the watcher reads on its own thread, not on the reader's: the mark
+  watchdog sets for its thread is cleared), the callback protocol (`on_event`, `on_watch_deleted`,
+  `on_queue_overflow`), the event's `mask` and `name`, the types it annotates with,
+  `UnsupportedLibcError`, and the inotify bits the watcher names itself;
+- when a real `InotifyFD`, read as the watcher reads it, no longer behaves as the watcher expects:
+  the watch descriptor returned, an event per name with its bytes, `on_watch_deleted` when a
+  watched directory goes, a `close` from another thread that ends a read waiting for events, and
+  a `close` of an instance never read that closes its descriptors.
 
 mypy (strict, over `src`) checks the watcher's calls against the installed watchdog's own types as
 well; tests/platform/test_watcher.py runs the whole watcher on real directories.
@@ -77,17 +80,25 @@ def test_the_installed_watchdog_is_the_pinned_major(pyproject: Path) -> None:
 
 
 def test_the_reader_class_and_its_methods_are_as_the_watcher_calls_them() -> None:
-    """`InotifyFD()` (no arguments), a thread (`start`, `is_alive`, `join`) with `stop`;
-    `add_callback(path, mask, callback, id_)`, `remove_callbacks([(wd, id_)])`."""
+    """`InotifyFD()` (no arguments) with its mark `_is_reading` set at construction;
+    `add_callback(path, mask, callback, id_)`, `remove_callbacks([(wd, id_)])`, `read_events()`,
+    `handle_event(event)`, `close()`."""
     reader = inotify_c.InotifyFD
-    assert issubclass(reader, threading.Thread)
     assert _parameters(reader.__init__) == ["self"]
     assert _parameters(reader.add_callback) == ["self", "path", "mask", "callback", "id_"]
     assert _parameters(reader.remove_callbacks) == ["self", "callbacks"]
-    assert _parameters(reader.stop) == ["self"]
-    assert _parameters(reader.start) == ["self"]
-    assert _parameters(reader.is_alive) == ["self"]
-    assert _parameters(reader.join) == ["self", "timeout"]
+    assert _parameters(reader.read_events) == ["self", "event_buffer_size"]
+    assert inspect.signature(reader.read_events).parameters["event_buffer_size"].kind == (
+        inspect.Parameter.KEYWORD_ONLY
+    )
+    assert _parameters(reader.handle_event) == ["self", "event"]
+    assert _parameters(reader.close) == ["self"]
+    instance = reader()
+    try:
+        assert instance._is_reading is True
+    finally:
+        instance._is_reading = False
+        instance.close()
 
 
 def test_the_callback_protocol_is_the_one_the_watcher_implements() -> None:
@@ -159,19 +170,38 @@ class _Calls:
             assert self._changed.wait_for(check, timeout=WAIT_S), f"not called: {what}"
 
 
+def _open_descriptors() -> int:
+    return len(list(Path("/proc/self/fd").iterdir()))
+
+
+def _read_until(reader: inotify_c.InotifyFD, calls: _Calls, check: Any) -> None:
+    """Read and hand out events on this thread, as the watcher does, until `check()` holds."""
+    waker = threading.Timer(WAIT_S, reader.close)  # a bound: a read that waits too long ends
+    waker.start()
+    try:
+        while not check():
+            events = reader.read_events()
+            assert events, "the read ended without the events awaited"
+            for event in events:
+                reader.handle_event(event)
+    finally:
+        waker.cancel()
+
+
 def test_a_real_reader_behaves_as_the_watcher_expects(tmp_path: Path) -> None:
-    """A watch descriptor back (>= 0); each event named in bytes with its kernel mask;
-    `on_watch_deleted` when a watched directory is removed; `stop` ends the reader thread."""
+    """Read on the caller's thread: a watch descriptor back (>= 0); each event named in bytes
+    with its kernel mask; `on_watch_deleted` when a watched directory is removed; a `close` from
+    another thread ends a read that waits, with no event."""
     root, book = _Calls(), _Calls()
     reader = inotify_c.InotifyFD()
-    reader.start()
+    reader._is_reading = False
     try:
         root_wd = reader.add_callback(
             bytes(tmp_path), _watcher._ROOT_MASK, root, inotify_c.CallbackId(1)
         )
         assert isinstance(root_wd, int) and root_wd >= 0
         (tmp_path / "book-a").mkdir()
-        root.wait("the new directory", lambda: any(e.name == b"book-a" for e in root.events))
+        _read_until(reader, root, lambda: any(e.name == b"book-a" for e in root.events))
         (created,) = [event for event in root.events if event.name == b"book-a"]
         assert created.mask & _watcher.IN_CREATE and created.mask & _watcher.IN_ISDIR
 
@@ -180,14 +210,36 @@ def test_a_real_reader_behaves_as_the_watcher_expects(tmp_path: Path) -> None:
         )
         assert book_wd >= 0 and book_wd != root_wd
         (tmp_path / "book-a" / "events.jsonl").write_bytes(b"{}\n")
-        book.wait("the journal", lambda: any(e.name == b"events.jsonl" for e in book.events))
+        _read_until(reader, book, lambda: any(e.name == b"events.jsonl" for e in book.events))
 
         (tmp_path / "book-a" / "events.jsonl").unlink()
         (tmp_path / "book-a").rmdir()
-        book.wait("the watch's end", lambda: book_wd in book.deleted)
+        _read_until(reader, book, lambda: book_wd in book.deleted)
 
         reader.remove_callbacks([(root_wd, inotify_c.CallbackId(1))])
+        closing = threading.Event()
+
+        def close() -> None:
+            closing.set()
+            reader.close()
+
+        closer = threading.Timer(0.2, close)
+        closer.start()
+        while events := reader.read_events():  # what is left (the watch's end), then the close
+            for event in events:
+                reader.handle_event(event)
+        assert closing.is_set(), "a read ended with no event before the close"
+        closer.join()
     finally:
-        reader.stop()
-        reader.join(timeout=WAIT_S)
-    assert not reader.is_alive()
+        reader.close()
+
+
+def test_closing_a_reader_never_read_closes_its_descriptors() -> None:
+    """With its mark cleared, as the watcher clears it, `close` of an instance no read waited on
+    closes what it opened (the inotify descriptor, the pipe that wakes a read)."""
+    before = _open_descriptors()
+    reader = inotify_c.InotifyFD()
+    assert _open_descriptors() > before
+    reader._is_reading = False
+    reader.close()
+    assert _open_descriptors() == before

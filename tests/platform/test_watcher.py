@@ -172,6 +172,46 @@ def test_stop_returns_promptly(root: Path, watch: tuple[Watcher, Reports]) -> No
     assert "ingest-watcher" not in names
 
 
+def test_many_appends_to_many_books_are_each_reported(
+    root: Path, watch: tuple[Watcher, Reports]
+) -> None:
+    """Read many at a time (the watcher pauses after a read), no append's book is missed."""
+    books = [root / f"book-{number:03d}" for number in range(200)]
+    for book in books:
+        book.mkdir()
+    watcher, reports = watch
+    started(watcher)
+    for _ in range(3):
+        for book in books:
+            with open(book / "events.jsonl", "ab") as file:
+                file.write(b"{}\n")
+    reports.wait("every book appended to", lambda: set(books) <= set(reports.journals))
+    assert set(reports.journals) == set(books)
+
+
+def _ignore(_: object) -> None:
+    pass
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_starting_and_stopping_leaves_no_descriptor_open(root: Path) -> None:
+    """Each start opens an inotify instance; each stop closes it, whether or not it was read."""
+    (root / "book-a").mkdir()
+    before = _open_descriptors()
+    for _ in range(10):
+        watcher = started(Watcher([root], on_journal=_ignore, on_root=_ignore, on_state=_ignore))
+        watcher.stop(timeout_s=WAIT_S)
+        assert not watcher._thread.is_alive()
+        unstarted = Watcher([root], on_journal=_ignore, on_root=_ignore, on_state=_ignore)
+        unstarted.start()
+        unstarted.stop(timeout_s=WAIT_S)  # as soon as started: stopped before or while it reads
+        assert not unstarted._thread.is_alive()
+    assert _open_descriptors() == before
+
+
 def test_a_vanished_root_is_a_failure_named_without_its_path(
     root: Path,
     watch: tuple[Watcher, Reports],

@@ -11,7 +11,7 @@ about:
 
 The kernel is asked for those kinds of event only, so opening, reading, closing or chmod-ing a file
 costs nothing. The engine's own files in a book directory (its SQLite database, `status.json`)
-still reach the reader thread, since inotify filters by directory and not by name; each is dropped
+still reach the watcher's thread, since inotify filters by directory and not by name; each is dropped
 after one comparison of its name. There is no debounce: the kernel merges identical events not yet
 read, and the worker coalesces wake-ups per book.
 
@@ -19,16 +19,22 @@ Names are bytes on Linux. They are decoded with `os.fsdecode`, so a name that is
 its bytes as surrogate escapes: a hostile directory name is one more directory, never a failure of
 the watcher. No path is logged here.
 
-Why watchdog's `InotifyFD` (its inotify binding and reader thread) and not its `Observer`: the
-Observer pairs each IN_MOVED_FROM with its IN_MOVED_TO by holding the former for 0.5 s, and the
+Why watchdog's `InotifyFD` (its inotify binding) and not its `Observer`: the Observer pairs each IN_MOVED_FROM with its IN_MOVED_TO by holding the former for 0.5 s, and the
 later events of the same root can wait behind it. Engines rename `status.json` into place every second:
 in a simulation of 200 engines on one root (1,000 appends a second in all), 3 to 8 % of journal
 writes were reported 0.4 to 0.5 s late; this watcher's p99 on the same load was about 1 ms. The
 Observer also skips, without a word, a subdirectory it cannot watch (the watch limit), which the
 worker must hear of.
 
+The watcher's own thread reads the events and calls their callbacks, not the two threads of
+`InotifyFD` (a reader handing what it read to a dispatcher): under appends to thousands of books
+each wake-up of those threads cost more than the event it carried, and they held the interpreter
+the worker's passes need (docs/performance.md, "Many books, a line each"). After a read that found
+events the thread pauses `READ_PAUSE_S`, so that a steady stream of appends is read many events at
+a time; the first event after a quiet spell is read at once.
+
 If inotify cannot start, a watch cannot be added for lack of resources (ENOSPC: the watch limit),
-a root is deleted, moved or unmounted, or the reader thread stops, the worker is told
+a root is deleted, moved or unmounted, or reading fails, the worker is told
 (`on_state(False)`), one ERROR is logged for the episode, the worker keeps working from its
 periodic survey, and the watcher starts again after `RESTART_WAIT_S`. If the kernel's event queue
 overflows (events were lost), every directory under the roots is watched again (its creation may
@@ -66,8 +72,10 @@ logger = logging.getLogger("platform_ingest")
 
 RESTART_WAIT_S = 10.0
 """After a failure, the wait before the watcher starts again."""
-LIVENESS_CHECK_S = 1.0
-"""How often the watcher looks whether the inotify reader thread is still running."""
+READ_PAUSE_S = 0.002
+"""After a read that found events, the pause before the next: under a steady stream of appends
+over many books, the next read takes the events of the pause together (one wake-up for many,
+where a read each event cost four times the CPU); an event after a quiet spell is read at once."""
 
 _JOURNAL = os.fsencode(JOURNAL_NAME)
 _RESOURCE_ERRORS = frozenset({errno.ENOSPC, errno.ENOMEM, errno.EMFILE})
@@ -111,7 +119,8 @@ class Watcher:
         self.on_root = on_root
         self.on_state = on_state
         self._stop = threading.Event()
-        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._session: _Session | None = None
         self._down_since: float | None = None
         self._thread = threading.Thread(target=self._run, name="ingest-watcher", daemon=True)
         self.started = threading.Event()
@@ -122,34 +131,37 @@ class Watcher:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
-        self._wake.set()
+        with self._lock:
+            session = self._session
+        if session is not None:
+            session.close()  # wakes the thread from its read
         self._thread.join(timeout=timeout_s)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.clear()
             try:
                 session = _Session(self)
             except (OSError, ImportError, UnsupportedLibcError) as error:
                 self._failed(_describe(error))
                 continue
+            with self._lock:
+                self._session = session
             try:
                 session.watch_roots()
                 if session.trouble is None and not self._stop.is_set():
                     self._up(session)
-                    while (
-                        session.trouble is None
-                        and not self._stop.is_set()
-                        and session.inotify.is_alive()
-                    ):
-                        self._wake.wait(LIVENESS_CHECK_S)
+                    session.read()
             except OSError as error:
                 session.fail(_describe(error))
+            except Exception as error:  # noqa: BLE001 - a failure of the watcher, never the worker's
+                session.fail(f"the watcher's reading failed: {type(error).__name__}")
             finally:
+                with self._lock:
+                    self._session = None
                 session.close()
             if self._stop.is_set():
                 return
-            self._failed(session.trouble or "the inotify reader thread stopped")
+            self._failed(session.trouble or "the inotify reader stopped")
 
     def _up(self, session: _Session) -> None:
         self.on_state(True)
@@ -199,9 +211,10 @@ def _describe(error: BaseException) -> str:
 class _Session:
     """One inotify instance and its watches, from one start of the watcher to its next failure.
 
-    Watches are added by the watcher's thread (at start) and by the inotify reader thread (for a
-    directory that appears), so the bookkeeping is changed under one lock. The lock is never held
-    while the reader delivers an event, and never while the instance closes (closing calls back).
+    Watches are added and events read by the watcher's thread; `close` (which calls the
+    callbacks of the watches it ends) may come from the thread that stops the watcher, so the
+    bookkeeping is changed under one lock, never held while an event is delivered or while the
+    instance closes.
     """
 
     def __init__(self, watcher: Watcher) -> None:
@@ -214,8 +227,12 @@ class _Session:
         self._closing = False
         self._lock = threading.Lock()
         self._books_by_wd: dict[int, _Book] = {}
+        # Its reader thread is not started: the watcher's own thread reads (`read`). watchdog
+        # marks a new instance as being read, for its own thread; with none, `close` would wait
+        # for a read that never comes and leave the descriptors open (tests/platform/
+        # test_watchdog_internal.py holds this).
         self.inotify: InotifyFD = InotifyFD()
-        self.inotify.start()
+        self.inotify._is_reading = False
 
     def watch_roots(self) -> None:
         """Watch every root and every directory directly under it (an OSError: a root failed)."""
@@ -289,6 +306,20 @@ class _Session:
         with contextlib.suppress(OSError):
             self.inotify.remove_callbacks([(book.wd, book.id)])
 
+    def read(self) -> None:
+        """Read the events and call their callbacks, on this thread, until the watcher stops or
+        this session fails (a callback found trouble, or `close` woke the read)."""
+        inotify, stop = self.inotify, self.watcher._stop
+        while self.trouble is None and not stop.is_set():
+            events = inotify.read_events()  # waits for an event, or for `close`
+            if not events:  # closed, or the descriptor failed
+                if not self._closing:
+                    self.fail("the inotify reader stopped")
+                return
+            for event in events:
+                inotify.handle_event(event)
+            stop.wait(READ_PAUSE_S)
+
     def fail(self, reason: str) -> None:
         with self._lock:
             self._fail(reason)
@@ -296,18 +327,18 @@ class _Session:
     def _fail(self, reason: str) -> None:
         if self.trouble is None and not self._closing:
             self.trouble = reason
-            self.watcher._wake.set()
 
     def books_watched(self) -> int:
         with self._lock:
             return len(self._books_by_wd)
 
     def close(self) -> None:
+        """Close the inotify instance (from any thread: a read waiting on it returns)."""
         with self._lock:
+            if self._closing:
+                return
             self._closing = True
-        self.inotify.stop()
-        if self.inotify.is_alive():
-            self.inotify.join(timeout=5.0)
+        self.inotify.close()
 
 
 class _Root:
