@@ -212,6 +212,41 @@ def test_starting_and_stopping_leaves_no_descriptor_open(root: Path) -> None:
     assert _open_descriptors() == before
 
 
+def test_a_callback_that_raises_is_a_failure_and_the_watcher_comes_back(
+    root: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The events are read and handed out on the watcher's thread: a callback that raises ends
+    that session (down, one ERROR naming the error's type), and the watcher starts again."""
+    monkeypatch.setattr(_watcher, "RESTART_WAIT_S", 0.2)
+    book = root / "book-a"
+    book.mkdir()
+    reports = Reports()
+    raised: list[Path] = []
+
+    def on_journal(path: Path) -> None:
+        if not raised:
+            raised.append(path)
+            raise RuntimeError("a bug in a callback")
+        reports.on_journal(path)
+
+    watcher = Watcher(
+        [root], on_journal=on_journal, on_root=reports.on_root, on_state=reports.on_state
+    )
+    caplog.set_level(logging.DEBUG, logger="platform_ingest")
+    try:
+        started(watcher)
+        append(book / "events.jsonl")
+        reports.wait("the failure", lambda: False in reports.states)
+        reports.wait("the watcher back", lambda: reports.states[-1] is True)
+        append(book / "events.jsonl")
+        reports.wait("an append after the restart", lambda: book in reports.journals)
+    finally:
+        watcher.stop(timeout_s=WAIT_S)
+    assert raised == [book]
+    errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "RuntimeError" in errors[0], errors
+
+
 def test_a_vanished_root_is_a_failure_named_without_its_path(
     root: Path,
     watch: tuple[Watcher, Reports],

@@ -32,6 +32,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
@@ -171,7 +172,6 @@ class BookPass:
         self.book_lock = book_lock
         self.commit_hook = commit_hook
         self.projections = check_projections(projections)
-        self.ref = book_ref(book_id)
         self.lines_committed = 0
         self.isolating = False
         """True while the pass commits one line a transaction, to find the line Postgres refused."""
@@ -179,6 +179,12 @@ class BookPass:
         """For each time the last `run()` lost its connection and made it again: how long that
         took. The session was new each time: what Postgres tied to the old one (a worker's
         membership, advisory locks) had ended with it."""
+
+    @cached_property
+    def ref(self) -> str:
+        """The book's reference in logs (`book_ref`), made when a log first needs it: a book's
+        part in a group of hundreds is most often logged by nothing."""
+        return book_ref(self.book_id)
 
     def run(self) -> PassReport:
         """One pass; starts over (bounded) after contention, a lost connection, a deadlock or a
@@ -382,7 +388,6 @@ class _Pass:
     ) -> None:
         self.owner = owner
         self.db = owner.db
-        self.ref = owner.ref
         self.report = PassReport(owner.book_id)
         self.news_bytes_max = news_bytes_max
         self.state = load_state(self.db, owner.book_id) if state is None else state
@@ -415,6 +420,10 @@ class _Pass:
             if writer is None
             else writer
         )
+
+    @property
+    def ref(self) -> str:
+        return self.owner.ref
 
     def _load_skips(self) -> None:
         """The lines operators skipped, for the few attempts that have any."""
